@@ -1,0 +1,58 @@
+"""memory_rdf — long-term associative memory for LLM agents, stored as RDF in embedded Oxigraph.
+
+>>> import tempfile
+>>> from memory_rdf import MemoryManager
+>>> with MemoryManager("agent_001", data_dir=tempfile.mkdtemp()) as mem:
+...     mem.remember([{"role": "user", "content": "下周三发布 v2.0，张伟负责 JWT 登录"}])
+...     print(mem.recall(["JWT"]))
+[记忆] user: 下周三发布 v2.0，张伟负责 JWT 登录
+"""
+
+from memory_rdf._config import Config, Templates
+from memory_rdf._exceptions import (
+    ConfigError,
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryClosedError,
+    MemoryRDFError,
+    ModelError,
+    PermanentModelError,
+    QueueFullError,
+    SchemaVersionError,
+    SparqlError,
+    StoreError,
+    StoreLockedError,
+    UnknownAgentError,
+    UpdateRefusedError,
+)
+from memory_rdf._manager import MemoryManager, MemorySystem
+from memory_rdf._types import Message, Processed, SmallModel
+from memory_rdf.small_model import HeuristicModel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "HeuristicModel",
+    "InvalidInputError",
+    "InvalidTypeError",
+    "MemoryClosedError",
+    "MemoryManager",
+    "MemoryRDFError",
+    "MemorySystem",
+    "Message",
+    "ModelError",
+    "PermanentModelError",
+    "Processed",
+    "QueueFullError",
+    "SchemaVersionError",
+    "SmallModel",
+    "SparqlError",
+    "StoreError",
+    "StoreLockedError",
+    "Templates",
+    "UnknownAgentError",
+    "UpdateRefusedError",
+    "__version__",
+]

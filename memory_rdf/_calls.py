@@ -1,0 +1,106 @@
+"""Small-model calls with retries that never hold the scheduler (SPEC §4, §5.3).
+
+A task that calls the model is a generator: instead of sleeping through a backoff it yields a
+:class:`Backoff`, and the scheduler serves other work (other agents, user calls) until the
+delay has passed. The backoff policy itself is tenacity's exponential wait.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from tenacity import RetryCallState, wait_exponential
+
+from memory_rdf._config import Config
+from memory_rdf._exceptions import ModelError, PermanentModelError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Yielded by a task: resume me after ``delay`` seconds."""
+
+    delay: float
+
+
+TaskGen = Generator[Backoff, None, T]
+
+
+def backoff_delay(config: Config, attempt: int) -> float:
+    """Delay after the ``attempt``-th failed attempt (1-based)."""
+    state = RetryCallState(None, None, (), {})
+    state.attempt_number = attempt
+    wait = wait_exponential(multiplier=config.retry_initial_delay, max=config.retry_max_delay)
+    return float(wait(state))
+
+
+@dataclass
+class CallStats:
+    """How many model calls a piece of work made (for slice reports and stats())."""
+
+    calls: int = 0
+    failures: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    by_task: dict[str, int] = field(default_factory=dict)
+
+    def add(self, other: CallStats) -> None:
+        self.calls += other.calls
+        self.failures += other.failures
+        self.retries += other.retries
+        self.seconds += other.seconds
+        for k, v in other.by_task.items():
+            self.by_task[k] = self.by_task.get(k, 0) + v
+
+
+def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
+    """One attempt, counted. Exceptions propagate (wrapped in ModelError unless ours)."""
+    stats.calls += 1
+    stats.by_task[label] = stats.by_task.get(label, 0) + 1
+    start = time.perf_counter()
+    try:
+        return fn()
+    except PermanentModelError:
+        stats.failures += 1
+        raise
+    except Exception as exc:
+        stats.failures += 1
+        if isinstance(exc, ModelError):
+            raise
+        raise ModelError(f"small model {label}() failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        stats.seconds += time.perf_counter() - start
+
+
+def with_retries(
+    fn: Callable[[], T], config: Config, stats: CallStats, label: str
+) -> Generator[Backoff, None, T]:
+    """Call ``fn`` up to ``1 + max_retries`` times, yielding a Backoff between attempts.
+
+    A :class:`PermanentModelError` (HTTP 400/401/403/404) is raised at once.
+    """
+    n = 0
+    while True:
+        n += 1
+        try:
+            return attempt(fn, stats, label)
+        except PermanentModelError:
+            raise
+        except ModelError:
+            if n > config.max_retries:
+                raise
+            stats.retries += 1
+            yield Backoff(backoff_delay(config, n))
+
+
+def run_blocking(gen: Generator[Backoff, None, T]) -> T:
+    """Drive a task generator to completion in the calling thread, sleeping through backoffs."""
+    try:
+        while True:
+            time.sleep(next(gen).delay)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -1,0 +1,130 @@
+"""Configuration: one frozen dataclass, validated when built (SPEC §3)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from memory_rdf._exceptions import ConfigError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Templates:
+    """Text templates of recall output (SPEC §5.4). ``Templates.english()`` gives an English set."""
+
+    memory: str = "[记忆] {content}"
+    forgotten_named: str = "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆（{relations}），我想不起来了"
+    forgotten_unnamed: str = "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆，我想不起来了"
+    relation_separator: str = "、"
+    entry_separator: str = "\n---\n"
+
+    @classmethod
+    def english(cls) -> Templates:
+        return cls(
+            memory="[memory] {content}",
+            forgotten_named=(
+                "[memory] \u201c{phrase}\u201d is still linked to a memory I have forgotten "
+                "({relations}); I cannot recall it"
+            ),
+            forgotten_unnamed=(
+                "[memory] \u201c{phrase}\u201d is still linked to a memory I have forgotten; "
+                "I cannot recall it"
+            ),
+            relation_separator=", ",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """Parameters of one agent's memory (SPEC §3). Invalid values raise :class:`ConfigError`.
+
+    >>> Config(decay_rate=0.9).decay_rate
+    0.9
+    >>> Config(decay_rate=1.5)
+    Traceback (most recent call last):
+    ...
+    memory_rdf._exceptions.ConfigError: decay_rate must be in (0, 1], got 1.5
+    """
+
+    focus_limit: int = 5
+    decay_rate: float = 0.97
+    link_initial_strength: float = 0.5
+    focus_link_strength: float = 1.0
+    delete_threshold: int = 5
+    link_break_threshold: float = 0.01
+    time_slice_ms: int = 30000
+    compression_batch_size: int = 100
+    max_nodes: int | None = None
+    max_retries: int = 15
+    retry_initial_delay: float = 1.0
+    retry_max_delay: float = 30.0
+    model_timeout: float = 300.0
+    default_search_depth: int = 2
+    max_search_results: int = 100
+    max_queue_size: int = 1000
+    auto_compress: bool = True
+    keyword_index: bool = True
+    max_entry_nodes: int = 10
+    templates: Templates = Templates()
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "templates":
+                if not isinstance(value, Templates):
+                    raise ConfigError(f"templates must be a Templates, got {type(value).__name__}")
+                continue
+            if f.name in ("auto_compress", "keyword_index"):
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{f.name} must be a bool, got {value!r}")
+                continue
+            if f.name == "max_nodes" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(f"{f.name} must be a number, got {value!r}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{f.name} must be finite, got {value!r}")
+        ints = ("focus_limit", "delete_threshold", "time_slice_ms", "compression_batch_size",
+                "max_retries", "default_search_depth", "max_search_results", "max_queue_size",
+                "max_entry_nodes")
+        for name in ints:
+            if not isinstance(getattr(self, name), int):
+                raise ConfigError(f"{name} must be an int, got {getattr(self, name)!r}")
+        if self.max_nodes is not None and not isinstance(self.max_nodes, int):
+            raise ConfigError(f"max_nodes must be an int or None, got {self.max_nodes!r}")
+        _check(0 < self.decay_rate <= 1, "decay_rate must be in (0, 1]", self.decay_rate)
+        _check(self.focus_limit >= 1, "focus_limit must be >= 1", self.focus_limit)
+        _check(0 <= self.link_initial_strength <= 1,
+               "link_initial_strength must be in [0, 1]", self.link_initial_strength)
+        _check(0 <= self.focus_link_strength <= 1,
+               "focus_link_strength must be in [0, 1]", self.focus_link_strength)
+        _check(self.delete_threshold >= 0, "delete_threshold must be >= 0", self.delete_threshold)
+        _check(0 <= self.link_break_threshold <= 1,
+               "link_break_threshold must be in [0, 1]", self.link_break_threshold)
+        _check(self.time_slice_ms >= 1, "time_slice_ms must be >= 1", self.time_slice_ms)
+        _check(self.compression_batch_size >= 1,
+               "compression_batch_size must be >= 1", self.compression_batch_size)
+        _check(self.max_nodes is None or self.max_nodes >= 1,
+               "max_nodes must be None or >= 1", self.max_nodes)
+        _check(self.max_retries >= 0, "max_retries must be >= 0", self.max_retries)
+        _check(self.retry_initial_delay >= 0,
+               "retry_initial_delay must be >= 0", self.retry_initial_delay)
+        _check(self.retry_max_delay >= self.retry_initial_delay,
+               "retry_max_delay must be >= retry_initial_delay", self.retry_max_delay)
+        _check(self.model_timeout > 0, "model_timeout must be > 0", self.model_timeout)
+        _check(self.default_search_depth >= 0,
+               "default_search_depth must be >= 0", self.default_search_depth)
+        _check(self.max_search_results >= 0,
+               "max_search_results must be >= 0 (0 = unlimited)", self.max_search_results)
+        _check(self.max_queue_size >= 1, "max_queue_size must be >= 1", self.max_queue_size)
+        _check(self.max_entry_nodes >= 1, "max_entry_nodes must be >= 1", self.max_entry_nodes)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+
+def _check(ok: bool, message: str, value: object) -> None:
+    if not ok:
+        raise ConfigError(f"{message}, got {value!r}")

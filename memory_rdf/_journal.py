@@ -1,0 +1,156 @@
+"""The durable task journal and store metadata, in named graphs (SPEC §2, §5.1).
+
+A remember is journalled (one ``update()``) before ``remember()`` returns and is removed in the
+same atomic write that lands the memory, so a crash at any instant either leaves the task in
+the journal (processed at the next ``initialize()``) or the whole memory in the store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from memory_rdf import _vocab as V
+from memory_rdf._exceptions import SchemaVersionError
+from memory_rdf._store import AgentStore, Term, WriteBatch, iri_ref, lit, triple
+
+_J = f"<{V.JOURNAL_GRAPH}>"
+_M = f"<{V.META_GRAPH}>"
+
+
+@dataclass
+class JournalTask:
+    id: str
+    seq: int
+    text: str
+    status: str  # "pending" | "failed"
+    attempts: int = 0
+    error: str = ""
+    accepted_at: datetime | None = None
+
+
+def task_ref(task_id: str) -> Term:
+    return iri_ref(V.TASK + task_id)
+
+
+class Journal:
+    def __init__(self, store: AgentStore) -> None:
+        self._store = store
+        self._seq = int(
+            store.scalar(
+                f"SELECT (MAX(?seq) AS ?max) WHERE {{ GRAPH {_J} {{ ?t {V.m('taskSeq')} ?seq }} }}",
+                0,
+            )
+        )
+
+    def add(self, text: str) -> JournalTask:
+        """Write a pending task durably (one update) and return it."""
+        self._seq += 1
+        task = JournalTask(uuid.uuid4().hex, self._seq, text, "pending", 0, "", _now())
+        batch = WriteBatch()
+        batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
+        self._store.commit(batch)
+        return task
+
+    def _triples(self, task: JournalTask) -> list[str]:
+        t = task_ref(task.id)
+        out = [
+            triple(t, V.A, V.m("Task")),
+            triple(t, V.m("taskSeq"), lit(task.seq)),
+            triple(t, V.m("taskText"), lit(task.text)),
+            triple(t, V.m("taskStatus"), lit(task.status)),
+            triple(t, V.m("attempts"), lit(task.attempts)),
+        ]
+        if task.accepted_at is not None:
+            out.append(triple(t, V.m("acceptedAt"), lit(task.accepted_at)))
+        if task.error:
+            out.append(triple(t, V.m("lastError"), lit(task.error)))
+        return out
+
+    def remove(self, batch: WriteBatch, task_id: str) -> None:
+        """Add the task's removal to ``batch`` (the write that lands the memory)."""
+        batch.operation(f"DELETE WHERE {{ GRAPH {_J} {{ {task_ref(task_id)} ?p ?o }} }}")
+
+    def discard(self, task_id: str) -> None:
+        batch = WriteBatch()
+        self.remove(batch, task_id)
+        self._store.commit(batch)
+
+    def mark_failed(self, task: JournalTask, error: str) -> None:
+        task.status, task.error = "failed", error
+        batch = WriteBatch()
+        self.remove(batch, task.id)
+        batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
+        self._store.commit(batch)
+
+    def tasks(self, status: str | None = None) -> list[JournalTask]:
+        rows = self._store.rows(
+            f"""SELECT ?t ?seq ?text ?status ?attempts ?error ?at WHERE {{ GRAPH {_J} {{
+                ?t {V.m('taskSeq')} ?seq ; {V.m('taskText')} ?text ;
+                   {V.m('taskStatus')} ?status ; {V.m('attempts')} ?attempts .
+                OPTIONAL {{ ?t {V.m('lastError')} ?error }}
+                OPTIONAL {{ ?t {V.m('acceptedAt')} ?at }} }} }} ORDER BY ?seq"""
+        )
+        out = [
+            JournalTask(t[len(V.TASK):], seq, text, st, att, err or "", at)
+            for t, seq, text, st, att, err, at in rows
+        ]
+        return [t for t in out if status is None or t.status == status]
+
+    def count(self, status: str) -> int:
+        return int(
+            self._store.scalar(
+                f"SELECT (COUNT(?t) AS ?n) WHERE {{ GRAPH {_J} {{ ?t {V.m('taskStatus')} "
+                f"{lit(status)} }} }}",
+                0,
+            )
+        )
+
+
+class Metadata:
+    """Schema version, agent id, creation time, last createdAt, kept in the meta graph."""
+
+    def __init__(self, store: AgentStore, agent_id: str) -> None:
+        self._store = store
+        s = f"<{V.META_SUBJECT}>"
+        rows = self._store.rows(
+            f"""SELECT ?version ?agent ?last WHERE {{ GRAPH {_M} {{
+                {s} {V.m('schemaVersion')} ?version .
+                OPTIONAL {{ {s} {V.m('agentId')} ?agent }}
+                OPTIONAL {{ {s} {V.m('lastCreatedAt')} ?last }} }} }}"""
+        )
+        if not rows:
+            self.last_created_at: datetime | None = None
+            if not store.read_only:
+                batch = WriteBatch()
+                batch.insert(
+                    [
+                        triple(s, V.A, V.m("StoreMetadata")),
+                        triple(s, V.m("schemaVersion"), lit(V.SCHEMA_VERSION)),
+                        triple(s, V.m("agentId"), lit(agent_id)),
+                        triple(s, V.m("createdAt"), lit(_now())),
+                    ],
+                    graph=V.META_GRAPH,
+                )
+                store.commit(batch)
+            return
+        version, _agent, last = rows[0]
+        if int(version) > V.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"the memory store {store.path} was written by a newer memory_rdf "
+                f"(schema version {version}, this one reads {V.SCHEMA_VERSION}); upgrade memory-rdf"
+            )
+        self.last_created_at = last
+
+    def set_last_created_at(self, batch: WriteBatch, value: datetime) -> None:
+        s = f"<{V.META_SUBJECT}>"
+        batch.operation(
+            f"DELETE WHERE {{ GRAPH {_M} {{ {s} {V.m('lastCreatedAt')} ?old }} }}"
+        )
+        batch.insert([triple(s, V.m("lastCreatedAt"), lit(value))], graph=V.META_GRAPH)
+        self.last_created_at = value
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,475 @@
+"""MemoryManager (one agent) and MemorySystem (many agents, one scheduler thread) — SPEC §4."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from memory_rdf._calls import Backoff, CallStats, backoff_delay
+from memory_rdf._compression import Compressor
+from memory_rdf._config import Config
+from memory_rdf._exceptions import (
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryClosedError,
+    MemoryRDFError,
+)
+from memory_rdf._focus import FocusManager
+from memory_rdf._journal import Journal, JournalTask, Metadata
+from memory_rdf._links import LinkStore
+from memory_rdf._nodes import NodeStore
+from memory_rdf._remember import Rememberer, SegmentationFailed
+from memory_rdf._scheduler import Scheduler, Task
+from memory_rdf._search import Searcher, Seed
+from memory_rdf._store import AgentStore
+from memory_rdf._types import SmallModel, coerce_messages, messages_to_text
+
+_AGENT_ID_CHARS = re.compile(r"^[\w.-]+$")
+ENTRIES = ("focus", "keywords", "both")
+
+
+def validate_agent_id(agent_id: object) -> str:
+    """SPEC §2: 1–128 letters, digits, ``_``, ``-``, ``.``; not ``.`` or ``..``.
+
+    Letters and digits are Unicode ones (``助手`` is a valid id); path separators, spaces and
+    control characters never are. Checked before any file is touched.
+    """
+    if not isinstance(agent_id, str):
+        raise InvalidTypeError(f"agent_id must be a str, got {type(agent_id).__name__}")
+    if not 1 <= len(agent_id) <= 128:
+        raise InvalidInputError(f"agent_id must be 1–128 characters, got {len(agent_id)}")
+    if agent_id in (".", "..") or not _AGENT_ID_CHARS.match(agent_id):
+        raise InvalidInputError(
+            f"agent_id {agent_id!r} is invalid: use letters, digits, '_', '-', '.' "
+            "(not '.' or '..')"
+        )
+    return agent_id
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("MEMORY_RDF_DATA_DIR") or "memory_data")
+
+
+def _resolve_model(model: SmallModel | None) -> SmallModel:
+    from memory_rdf.small_model import HeuristicModel
+
+    if model is None:
+        return HeuristicModel()
+    for name in ("segment", "process", "relation"):
+        if not callable(getattr(model, name, None)):
+            raise InvalidTypeError(f"model must implement SmallModel: {name}() is missing")
+    return model
+
+
+class MemorySystem:
+    """Many agents served by one scheduler thread.
+
+    >>> import tempfile
+    >>> with MemorySystem(data_dir=tempfile.mkdtemp()) as system:
+    ...     a = system.agent("agent_a")
+    ...     a is system.agent("agent_a")
+    True
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        model: SmallModel | None = None,
+        config: Config | None = None,
+    ) -> None:
+        if config is not None and not isinstance(config, Config):
+            raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.config = config or Config()
+        self.model = _resolve_model(model)
+        self.scheduler = Scheduler()
+        self._agents: dict[str, MemoryManager] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def agent(self, agent_id: str, *, config: Config | None = None) -> MemoryManager:
+        """The (initialized) manager of ``agent_id``; the same object for the same id."""
+        validate_agent_id(agent_id)
+        with self._lock:
+            if self._closed:
+                raise MemoryClosedError("the memory system is closed")
+            manager = self._agents.get(agent_id)
+            if manager is None or manager.closed:
+                manager = MemoryManager(
+                    agent_id, data_dir=self.data_dir, config=config or self.config,
+                    model=self.model, system=self,
+                )
+                manager.initialize()
+                self._agents[agent_id] = manager
+            return manager
+
+    def agents(self) -> list[str]:
+        with self._lock:
+            return [a for a, m in self._agents.items() if not m.closed]
+
+    def close(self, timeout: float | None = None) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            managers = list(self._agents.values())
+        for manager in managers:
+            manager.close(timeout=timeout)
+        self.scheduler.stop()
+
+    def __enter__(self) -> MemorySystem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class MemoryManager:
+    """The long-term memory of one agent.
+
+    >>> import tempfile
+    >>> with MemoryManager("demo", data_dir=tempfile.mkdtemp()) as mem:
+    ...     mem.remember([{"role": "user", "content": "我们决定用 PostgreSQL 存订单数据"}])
+    ...     print(mem.recall(["PostgreSQL"]))
+    [记忆] user: 我们决定用 PostgreSQL 存订单数据
+    """
+
+    def __init__(
+        self,
+        agent_id: str,
+        data_dir: str | os.PathLike[str] | None = None,
+        config: Config | None = None,
+        model: SmallModel | None = None,
+        *,
+        system: MemorySystem | None = None,
+    ) -> None:
+        self.agent_id = validate_agent_id(agent_id)
+        if config is not None and not isinstance(config, Config):
+            raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
+        self.config = config or (system.config if system else Config())
+        if system is None:
+            self._system = MemorySystem(data_dir=data_dir, model=model, config=self.config)
+            self._owns_system = True
+        else:
+            self._system = system
+            self._owns_system = False
+        self.model = self._system.model if model is None else _resolve_model(model)
+        base = Path(data_dir) if data_dir is not None else self._system.data_dir
+        self.path = base / self.agent_id
+        self._store: AgentStore | None = None
+        self._initialized = False
+        self.closed = False
+        self._lock = threading.RLock()
+        self.model_stats = CallStats()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def initialize(self) -> MemoryManager:
+        """Open or create the store, resume journalled remembers, start processing."""
+        with self._lock:
+            if self.closed:
+                raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")
+            if self._initialized:
+                return self
+            from memory_rdf.small_model import HeuristicModel
+
+            store = AgentStore(self.path)
+            try:
+                cfg = self.config
+                self.nodes = NodeStore(store)
+                self.links = LinkStore(store, cfg.link_break_threshold)
+                self.focus = FocusManager(store, cfg.focus_limit)
+                self.journal = Journal(store)
+                self.metadata = Metadata(store, self.agent_id)
+                self.searcher = Searcher(self.nodes, self.links, cfg.templates)
+                fallback = HeuristicModel()
+                self.compressor = Compressor(
+                    store=store, nodes=self.nodes, links=self.links, focus=self.focus,
+                    config=cfg, model=self.model, fallback=fallback,
+                    user_waiting=self._system.scheduler.user_work_waiting,
+                )
+                self.rememberer = Rememberer(
+                    store=store, nodes=self.nodes, links=self.links, focus=self.focus,
+                    journal=self.journal, metadata=self.metadata, config=cfg, model=self.model,
+                    fallback=fallback, make_room=self.compressor.make_room,
+                )
+                self._system.scheduler.add_agent(self)
+            except BaseException:
+                store.close()
+                raise
+            self._store = store
+            self._initialized = True
+            for task in self.journal.tasks("pending"):
+                self._submit_remember(task, limit=None)
+            return self
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop. Waits up to ``timeout`` s (None: until done) for queued tasks; remembers not
+        processed by then stay journalled and run at the next :meth:`initialize`."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._initialized:
+                leftovers = self._system.scheduler.remove_agent(self.agent_id, timeout)
+                for task in leftovers:
+                    if task.future is not None and not task.future.done():
+                        task.future.set_exception(
+                            MemoryClosedError(f"memory of agent {self.agent_id!r} was closed")
+                        )
+                assert self._store is not None
+                self._store.close()
+                self._store = None
+        if self._owns_system:
+            self._system.close(timeout)
+
+    def __enter__(self) -> MemoryManager:
+        return self.initialize()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> AgentStore:
+        if self.closed:
+            raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")
+        if not self._initialized or self._store is None:
+            raise MemoryClosedError(
+                f"memory of agent {self.agent_id!r} is not initialized: call initialize() first"
+            )
+        return self._store
+
+    # -- remember ------------------------------------------------------------------------------
+
+    def remember(self, messages: Sequence[Any]) -> None:
+        """Validate, journal durably, enqueue, return at once (SPEC §4, §5.1)."""
+        msgs = coerce_messages(messages)
+        self._check_open()
+        text = messages_to_text(msgs)
+        scheduler = self._system.scheduler
+        with self._lock:  # queue check and journal write together: a full queue stores nothing
+            self._check_open()
+            scheduler.check_room(self.agent_id, self.config.max_queue_size)
+            task = self.journal.add(text)
+            self._submit_remember(task, limit=self.config.max_queue_size)
+
+    def _submit_remember(self, jtask: JournalTask, limit: int | None) -> None:
+        def start() -> Generator[Backoff, None, list[str]]:
+            ids = yield from self.rememberer.run(jtask)
+            if self.config.auto_compress:
+                self._system.scheduler.request_slice(self.agent_id)
+            return ids
+
+        def on_error(exc: BaseException, task: Task) -> bool:
+            if isinstance(exc, SegmentationFailed):
+                task.attempts += 1
+                if task.attempts <= self.config.max_retries:
+                    import time
+
+                    task.not_before = time.monotonic() + backoff_delay(self.config, task.attempts)
+                    return True
+            jtask.attempts = max(task.attempts, 1)
+            try:
+                self.journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
+            except MemoryRDFError:
+                pass
+            return False
+
+        self._system.scheduler.submit(
+            self.agent_id, Task("remember", start, on_error=on_error), limit
+        )
+
+    # -- recall --------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        keywords: Sequence[str],
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        timeout: float | None = None,
+        entry: str = "focus",
+    ) -> str:
+        """Recall memories reachable from the focus that match ``keywords`` (SPEC §5.4).
+
+        Blocks until the agent's earlier tasks ran (per-agent FIFO) and returns plain text.
+        """
+        future = self.recall_async(keywords, relations, depth, entry=entry)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise TimeoutError(f"recall on agent {self.agent_id!r} timed out") from None
+
+    def recall_async(
+        self,
+        keywords: Sequence[str],
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        timeout: float | None = None,
+        entry: str = "focus",
+    ) -> Future[str]:
+        args = self._recall_args(keywords, relations, depth, entry)
+        self._check_open()
+        future: Future[str] = Future()
+
+        def start() -> Generator[Backoff, None, str]:
+            return self._recall_now(*args)
+            yield  # pragma: no cover  (makes this a generator)
+
+        self._system.scheduler.submit(
+            self.agent_id, Task("recall", start, future=future), self.config.max_queue_size
+        )
+        return future
+
+    async def arecall(
+        self,
+        keywords: Sequence[str],
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        timeout: float | None = None,
+        entry: str = "focus",
+    ) -> str:
+        future = self.recall_async(keywords, relations, depth, entry=entry)
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+
+    def _recall_args(
+        self, keywords: object, relations: object, depth: object, entry: object
+    ) -> tuple[list[str], list[str] | None, int, str]:
+        if isinstance(keywords, str | bytes) or not isinstance(keywords, Sequence):
+            raise InvalidTypeError(
+                f"keywords must be a list of str (not a bare str), got {type(keywords).__name__}"
+            )
+        kws: list[str] = []
+        for k in keywords:
+            if not isinstance(k, str):
+                raise InvalidTypeError(f"keywords must contain str, got {type(k).__name__}")
+            if k.strip():
+                kws.append(k.strip())
+        rels: list[str] | None = None
+        if relations is not None:
+            if isinstance(relations, str | bytes) or not isinstance(relations, Sequence):
+                raise InvalidTypeError(
+                    f"relations must be None or a list of str, got {type(relations).__name__}"
+                )
+            rels = []
+            for r in relations:
+                if not isinstance(r, str):
+                    raise InvalidTypeError(f"relations must contain str, got {type(r).__name__}")
+                rels.append(r)
+        if depth is None:
+            depth = self.config.default_search_depth
+        if isinstance(depth, bool) or not isinstance(depth, int):
+            raise InvalidTypeError(f"depth must be an int, got {type(depth).__name__}")
+        if depth < 0:
+            raise InvalidInputError(f"depth must be >= 0, got {depth}")
+        if entry not in ENTRIES:
+            raise InvalidInputError(f"entry must be one of {ENTRIES}, got {entry!r}")
+        for text in [*kws, *(rels or [])]:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidInputError("keywords and relations must be valid Unicode") from None
+        return kws, rels, depth, str(entry)
+
+    def _recall_now(
+        self, keywords: list[str], relations: list[str] | None, depth: int, entry: str
+    ) -> str:
+        self._check_open()
+        seeds: list[Seed] = []
+        if entry in ("focus", "both"):
+            seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self.focus.ids())]
+        return self.searcher.recall(
+            seeds, keywords, relations, depth, self.config.max_search_results
+        )
+
+    # -- compression ---------------------------------------------------------------------------
+
+    def _slice_generator_factory(self, *, auto: bool) -> Callable[[], Generator[Backoff, None, dict[str, Any]]]:
+        def start() -> Generator[Backoff, None, dict[str, Any]]:
+            return (yield from self.compressor.run_slice())
+
+        return start
+
+    def run_compression_slice(self, timeout: float | None = None) -> dict[str, Any]:
+        """Run one compression slice for this agent now (after its queued tasks) and report it:
+        scanned, compressed, forgotten, links_removed, model_calls, preempted, elapsed_ms."""
+        self._check_open()
+        future: Future[dict[str, Any]] = Future()
+        self._system.scheduler.submit(
+            self.agent_id,
+            Task("slice", self._slice_generator_factory(auto=False), future=future, counted=False),
+            None,
+        )
+        return future.result(timeout)
+
+    # -- waiting, inspection -------------------------------------------------------------------
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """True once no task of this agent (compression included) is queued or running."""
+        self._check_open()
+        return self._system.scheduler.wait_idle(self.agent_id, timeout)
+
+    def sparql(self, query: str) -> list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]:
+        """Read-only SPARQL over the memory graph (SPEC §6). The §2 prefixes are predeclared.
+
+        SELECT → list of dicts; ASK → bool; CONSTRUCT/DESCRIBE → list of triples.
+        """
+        return self._check_open().user_query(query)
+
+    def stats(self) -> dict[str, Any]:
+        store = self._check_open()
+        links, dangling = self.links.counts()
+        calls = CallStats()
+        calls.add(self.rememberer.stats)
+        calls.add(self.compressor.stats)
+        return {
+            "agent_id": self.agent_id,
+            "store_path": str(self.path.resolve()),
+            "nodes": self.nodes.count(),
+            "links": links,
+            "dangling_links": dangling,
+            "focus": self.focus.ids(),
+            "pending_tasks": self._system.scheduler.pending(self.agent_id),
+            "failed_tasks": self.journal.count("failed"),
+            "model_calls": calls.calls,
+            "model_failures": calls.failures,
+            "model_retries": calls.retries,
+            "store_read_only": store.read_only,
+        }
+
+    def failed_tasks(self) -> list[dict[str, Any]]:
+        """Remembers whose segmentation kept failing: ``id``, ``text``, ``attempts``, ``error``."""
+        self._check_open()
+        return [
+            {"id": t.id, "text": t.text, "attempts": t.attempts, "error": t.error,
+             "accepted_at": t.accepted_at}
+            for t in self.journal.tasks("failed")
+        ]
+
+    def retry_failed(self) -> int:
+        """Queue every failed remember again; returns how many."""
+        self._check_open()
+        tasks = self.journal.tasks("failed")
+        for t in tasks:
+            t.status, t.attempts, t.error = "pending", 0, ""
+            self.journal.discard(t.id)
+            self._submit_remember(self.journal.add(t.text), limit=None)
+        return len(tasks)
+
+    def discard_failed(self) -> int:
+        """Drop every failed remember from the journal; returns how many."""
+        self._check_open()
+        tasks = self.journal.tasks("failed")
+        for t in tasks:
+            self.journal.discard(t.id)
+        return len(tasks)

@@ -1,0 +1,101 @@
+"""Node store: memory nodes as ids with content, phrase, keywords and index terms (SPEC §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from memory_rdf import _vocab as V
+from memory_rdf._store import AgentStore, WriteBatch, lit, node_id, node_ref, render, triple
+
+#: Largest VALUES list per query: bigger lists made Oxigraph pick a bad plan (SPEC §7).
+CHUNK = 500
+
+
+def chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[Sequence[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@dataclass
+class NodeData:
+    """A node as written: everything SPEC §2 puts on ``node:{id}``."""
+
+    id: str
+    content: str
+    phrase: str
+    keywords: list[str]
+    created_at: datetime
+    original_length: int
+    scan_count: int = 0
+    terms: list[str] = field(default_factory=list)
+
+
+def node_triples(node: NodeData) -> list[str]:
+    s = node_ref(node.id)
+    out = [
+        triple(s, V.A, V.NODE_CLASS),
+        triple(s, V.CONTENT, lit(node.content)),
+        triple(s, V.PHRASE, lit(node.phrase)),
+        triple(s, V.CREATED_AT, lit(node.created_at)),
+        triple(s, V.SCAN_COUNT, lit(node.scan_count)),
+        triple(s, V.ORIGINAL_LENGTH, lit(node.original_length)),
+    ]
+    out.extend(triple(s, V.KEYWORD, lit(k)) for k in dict.fromkeys(node.keywords))
+    if node.terms:
+        out.extend(triple(s, V.TERM, lit(t)) for t in node.terms)
+        out.append(triple(s, V.TERM_COUNT, lit(len(node.terms))))
+    return out
+
+
+class NodeStore:
+    def __init__(self, store: AgentStore) -> None:
+        self._store = store
+
+    def add(self, batch: WriteBatch, node: NodeData) -> None:
+        batch.insert(node_triples(node))
+
+    def count(self) -> int:
+        return int(self._store.scalar(render("node_count"), 0))
+
+    def texts(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``id → (content, phrase)`` for the given ids (missing ids are absent)."""
+        out: dict[str, tuple[str, str]] = {}
+        for part in chunks(ids):
+            query = render("node_texts", nodes=[node_ref(i) for i in part])
+            for iri, content, phrase in self._store.rows(query):
+                out[node_id(iri)] = (content, phrase)
+        return out
+
+    def matching(self, ids: Sequence[str], keywords: Sequence[str]) -> set[str]:
+        """The ids whose content or a keyword contains one of ``keywords`` (case-insensitive)."""
+        needles = [lit(k.lower()) for k in keywords]
+        out: set[str] = set()
+        for part in chunks(ids):
+            query = render("matching_nodes", nodes=[node_ref(i) for i in part], keywords=needles)
+            out.update(node_id(iri) for iri in self._store.column(query))
+        return out
+
+    def get(self, nid: str) -> NodeData | None:
+        """One node with all its properties, or None when it does not exist."""
+        rows = self._store.quads(V.NODE + nid, None, None, None)
+        if not rows:
+            return None
+        props: dict[str, list[object]] = {}
+        for _, p, o in rows:
+            props.setdefault(p, []).append(o)
+
+        def one(local: str) -> object:
+            return props.get(V.MEMORY + local, [None])[0]
+
+        return NodeData(
+            id=nid,
+            content=str(one("content")),
+            phrase=str(one("phrase")),
+            keywords=sorted(str(k) for k in props.get(V.MEMORY + "keyword", [])),
+            created_at=one("createdAt"),  # type: ignore[arg-type]
+            original_length=int(one("originalLength")),  # type: ignore[call-overload]
+            scan_count=int(one("scanCount")),  # type: ignore[call-overload]
+            terms=sorted(str(t) for t in props.get(V.MEMORY + "term", [])),
+        )

@@ -1,0 +1,246 @@
+"""remember: segments → nodes, chain and focus links, focus update, in one write (SPEC §5.1)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Generator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from memory_rdf._calls import Backoff, CallStats, attempt, with_retries
+from memory_rdf._config import Config
+from memory_rdf._exceptions import ModelError
+from memory_rdf._focus import FocusManager
+from memory_rdf._journal import Journal, JournalTask, Metadata
+from memory_rdf._links import LinkData, LinkStore
+from memory_rdf._nodes import NodeData, NodeStore
+from memory_rdf._store import AgentStore, WriteBatch
+from memory_rdf._text import index_terms
+from memory_rdf._types import Processed, SmallModel, check_processed
+
+NEXT = "下文"  # link i → i+1
+PREVIOUS = "上文"  # link i+1 → i
+
+
+class SegmentationFailed(Exception):
+    """segment() failed: the task goes to the tail of its agent's queue (SPEC §5.1 step 1)."""
+
+
+def new_node_id() -> str:
+    """A UUID (version 7 layout) in hex: unique across agents, roughly ordered by creation."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68) << 64 | 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return uuid.UUID(int=value).hex
+
+
+class CreatedAtClock:
+    """Strictly increasing createdAt values, also across restarts (kept in store metadata)."""
+
+    def __init__(self, last: datetime | None) -> None:
+        self._last = last
+
+    def next(self) -> datetime:
+        now = datetime.now(UTC)
+        if self._last is not None and now <= self._last:
+            now = self._last + timedelta(microseconds=1)
+        self._last = now
+        return now
+
+
+def validate_segments(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise ModelError("segment() must return a non-empty list of str")
+    segments = []
+    for s in value:
+        if not isinstance(s, str):
+            raise ModelError("segment() returned a non-str segment")
+        if s.strip():
+            segments.append(s.strip())
+    if not segments:
+        raise ModelError("segment() returned only blank segments")
+    for s in segments:
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ModelError("segment() returned text that is not valid Unicode") from exc
+    return segments
+
+
+def validate_relation(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ModelError("relation() must return a str")
+    value = value.strip()
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ModelError("relation() returned text that is not valid Unicode") from exc
+    return value
+
+
+class Rememberer:
+    """Runs remember tasks for one agent."""
+
+    def __init__(
+        self,
+        *,
+        store: AgentStore,
+        nodes: NodeStore,
+        links: LinkStore,
+        focus: FocusManager,
+        journal: Journal,
+        metadata: Metadata,
+        config: Config,
+        model: SmallModel,
+        fallback: SmallModel,
+        make_room: Callable[[WriteBatch, int, set[str]], None] | None = None,
+    ) -> None:
+        self.store, self.nodes, self.links, self.focus = store, nodes, links, focus
+        self.journal, self.metadata = journal, metadata
+        self.config, self.model, self.fallback = config, model, fallback
+        self.clock = CreatedAtClock(metadata.last_created_at)
+        self.make_room = make_room
+        self.stats = CallStats()
+
+    def segment(self, text: str) -> list[str]:
+        """One segmentation attempt (failure → :class:`SegmentationFailed`)."""
+        try:
+            return attempt(lambda: validate_segments(self.model.segment(text)), self.stats, "segment")
+        except ModelError as exc:
+            raise SegmentationFailed(str(exc)) from exc
+
+    def run(self, task: JournalTask) -> Generator[Backoff, None, list[str]]:
+        """Process one journalled remember; returns the new node ids."""
+        segments = self.segment(task.text)
+        processed = yield from self._process_all(segments)
+        current = self.focus.current()
+        relations = yield from self._relations(processed, current)
+        return self._write(task, processed, current, relations)
+
+    # -- model calls ---------------------------------------------------------------------------
+
+    def _process_all(self, segments: Sequence[str]) -> Generator[Backoff, None, list[Processed]]:
+        cfg, model = self.config, self.model
+        batch_fn = getattr(model, "process_batch", None)
+        if batch_fn is not None and len(segments) > 1:
+            try:
+                result = yield from with_retries(
+                    lambda: _checked_batch(batch_fn(list(segments)), len(segments)),
+                    cfg, self.stats, "process_batch",
+                )
+                return result
+            except ModelError:
+                pass  # fall back to one call per segment, same results (SPEC §4)
+        out: list[Processed] = []
+        for seg in segments:
+            try:
+                p = yield from with_retries(
+                    lambda seg=seg: check_processed(model.process(seg)),  # type: ignore[misc]
+                    cfg, self.stats, "process",
+                )
+                out.append(Processed(p.content.strip(), p.phrase.strip(), _clean(p.keywords)))
+            except ModelError:
+                # SPEC §5.1 step 2: keep the text, take phrase and keywords from the built-in model.
+                fb = self.fallback.process(seg)
+                out.append(Processed(seg, fb.phrase, _clean(fb.keywords)))
+        return out
+
+    def _relations(
+        self, processed: Sequence[Processed], current: Sequence[tuple[str, int]]
+    ) -> Generator[Backoff, None, list[list[str]]]:
+        """``names[i][j]``: relation of new node i to focus node j ("" = unnamed)."""
+        if not current:
+            return [[] for _ in processed]
+        texts = self.nodes.texts([nid for nid, _ in current])
+        focus_texts = [texts[nid][0] if nid in texts else "" for nid, _ in current]
+        pairs = [(p.content, f) for p in processed for f in focus_texts]
+        names: list[str] | None = None
+        cfg, model = self.config, self.model
+        batch_fn = getattr(model, "relation_batch", None)
+        if batch_fn is not None and len(pairs) > 1:
+            try:
+                names = yield from with_retries(
+                    lambda: _checked_relations(batch_fn(pairs), len(pairs)),
+                    cfg, self.stats, "relation_batch",
+                )
+            except ModelError:
+                names = None
+        if names is None:
+            names = []
+            for node_text, focus_text in pairs:
+                try:
+                    name = yield from with_retries(
+                        lambda a=node_text, b=focus_text: validate_relation(  # type: ignore[misc]
+                            model.relation(a, b)
+                        ),
+                        cfg, self.stats, "relation",
+                    )
+                except ModelError:
+                    name = ""  # SPEC §5.1 step 3: no name if the call fails
+                names.append(name)
+        f = len(current)
+        return [names[i * f : (i + 1) * f] for i in range(len(processed))]
+
+    # -- the one atomic write ------------------------------------------------------------------
+
+    def _write(
+        self,
+        task: JournalTask,
+        processed: Sequence[Processed],
+        current: Sequence[tuple[str, int]],
+        relations: Sequence[Sequence[str]],
+    ) -> list[str]:
+        cfg = self.config
+        batch = WriteBatch()
+        ids = [new_node_id() for _ in processed]
+        if self.make_room is not None:
+            self.make_room(batch, len(ids), {nid for nid, _ in current})
+        created = None
+        for nid, p in zip(ids, processed, strict=True):
+            created = self.clock.next()
+            terms = index_terms(p.content, p.keywords) if cfg.keyword_index else []
+            self.nodes.add(
+                batch,
+                NodeData(nid, p.content, p.phrase, p.keywords, created, len(p.content), 0, terms),
+            )
+        links: list[LinkData] = []
+        w = cfg.link_initial_strength
+        for a, b in zip(ids, ids[1:], strict=False):
+            links.append(LinkData(a, b, w, NEXT))
+            links.append(LinkData(b, a, w, PREVIOUS))
+        fw = cfg.focus_link_strength
+        for i, nid in enumerate(ids):
+            for j, (fid, _) in enumerate(current):
+                name = relations[i][j]
+                links.append(LinkData(nid, fid, fw, name))
+                links.append(LinkData(fid, nid, fw, name))
+        self.links.add(batch, links)
+        self.focus.update(batch, current, ids[-cfg.focus_limit :])
+        if created is not None:
+            self.metadata.set_last_created_at(batch, created)
+        self.journal.remove(batch, task.id)
+        self.store.commit(batch)
+        return ids
+
+
+def _clean(keywords: Sequence[str]) -> list[str]:
+    return [k for k in dict.fromkeys(k.strip() for k in keywords) if k]
+
+
+def _checked_batch(value: Any, n: int) -> list[Processed]:
+    if not isinstance(value, list) or len(value) != n:
+        raise ModelError(f"process_batch() must return {n} results")
+    out = []
+    for p in value:
+        p = check_processed(p)
+        out.append(Processed(p.content.strip(), p.phrase.strip(), _clean(p.keywords)))
+    return out
+
+
+def _checked_relations(value: Any, n: int) -> list[str]:
+    if not isinstance(value, list) or len(value) != n:
+        raise ModelError(f"relation_batch() must return {n} names")
+    return [validate_relation(v) for v in value]

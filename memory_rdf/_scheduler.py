@@ -1,0 +1,311 @@
+"""One scheduler thread per MemorySystem, serving all its agents (SPEC §5.3).
+
+Order of service: queued user tasks first (remember, recall, an explicit compression slice),
+agents taking turns, FIFO within an agent; then automatic compression slices, agents taking
+turns. Tasks are generators that yield a Backoff instead of sleeping, so a task waiting out a
+retry delay never holds the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memory_rdf._calls import Backoff
+from memory_rdf._exceptions import MemoryClosedError, QueueFullError
+from memory_rdf._remember import SegmentationFailed
+
+if TYPE_CHECKING:
+    from memory_rdf._manager import MemoryManager
+
+log = logging.getLogger("memory_rdf")
+
+
+@dataclass(eq=False)
+class Task:
+    """A unit of work for one agent. ``start()`` makes the generator; the scheduler steps it."""
+
+    kind: str  # "remember" | "recall" | "slice"
+    start: Callable[[], Generator[Backoff, None, Any]]
+    future: Future[Any] | None = None
+    counted: bool = True  # counts toward max_queue_size
+    not_before: float = 0.0
+    gen: Generator[Backoff, None, Any] | None = None
+    attempts: int = 0  # failed segmentation attempts (remember only)
+    on_error: Callable[[BaseException, Task], bool] | None = None  # True: requeued, keep
+
+
+@dataclass(eq=False)
+class AgentSlot:
+    manager: MemoryManager
+    queue: deque[Task] = field(default_factory=deque)
+    running: Task | None = None
+    slice_pending: bool = False
+    auto_slice: Task | None = None  # an automatic slice in progress
+    closing: bool = False
+
+
+class Scheduler:
+    def __init__(self, name: str = "memory-rdf-scheduler") -> None:
+        self._cv = threading.Condition(threading.RLock())
+        self._agents: dict[str, AgentSlot] = {}
+        self._turn = 0
+        self._slice_turn = 0
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._started = False
+
+    # -- registration --------------------------------------------------------------------------
+
+    def add_agent(self, manager: MemoryManager) -> None:
+        with self._cv:
+            if self._stopped:
+                raise MemoryClosedError("the memory system is closed")
+            self._agents[manager.agent_id] = AgentSlot(manager)
+            if not self._started:
+                self._started = True
+                self._thread.start()
+            self._cv.notify_all()
+
+    def remove_agent(self, agent_id: str, timeout: float | None) -> list[Task]:
+        """Wait (up to ``timeout``) for the agent's queued user tasks; return the leftovers."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            slot = self._agents.get(agent_id)
+            if slot is None:
+                return []
+            slot.closing = True
+            slot.slice_pending = False
+
+            def drained() -> bool:
+                return not slot.queue and slot.running is None
+
+            while not drained():
+                if self._stopped or threading.current_thread() is self._thread:
+                    break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    break
+                self._cv.wait(remaining if remaining is not None else 0.5)
+            # Never pull the store from under a step that is running right now.
+            while slot.running is not None and threading.current_thread() is not self._thread:
+                self._cv.wait(0.5)
+            if slot.auto_slice is not None and slot.auto_slice.gen is not None:
+                slot.auto_slice.gen.close()
+            leftovers = list(slot.queue)
+            slot.queue.clear()
+            del self._agents[agent_id]
+            self._cv.notify_all()
+            return leftovers
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
+        if self._started and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)
+
+    # -- submission ----------------------------------------------------------------------------
+
+    def submit(self, agent_id: str, task: Task, limit: int | None, *, front: bool = False) -> None:
+        with self._cv:
+            slot = self._slot(agent_id)
+            if limit is not None and task.counted:
+                self.check_room(agent_id, limit)
+            if front:
+                slot.queue.appendleft(task)
+            else:
+                slot.queue.append(task)
+            self._cv.notify_all()
+
+    def check_room(self, agent_id: str, limit: int) -> None:
+        """Raise QueueFullError now if a counted task would not fit (before journalling)."""
+        with self._cv:
+            slot = self._slot(agent_id)
+            waiting = sum(1 for t in slot.queue if t.counted and t.gen is None)
+            if waiting >= limit:
+                raise QueueFullError(
+                    f"agent {agent_id!r} already has {waiting} tasks waiting "
+                    f"(max_queue_size={limit}); retry later"
+                )
+
+    def request_slice(self, agent_id: str) -> None:
+        with self._cv:
+            slot = self._agents.get(agent_id)
+            if slot is not None and not slot.closing:
+                slot.slice_pending = True
+                self._cv.notify_all()
+
+    def _slot(self, agent_id: str) -> AgentSlot:
+        slot = self._agents.get(agent_id)
+        if slot is None or slot.closing or self._stopped:
+            raise MemoryClosedError(f"agent {agent_id!r} is closed")
+        return slot
+
+    # -- observation ---------------------------------------------------------------------------
+
+    def pending(self, agent_id: str) -> int:
+        with self._cv:
+            slot = self._agents.get(agent_id)
+            if slot is None:
+                return 0
+            running = slot.running is not None and slot.running.kind != "auto"
+            return len(slot.queue) + (1 if running and slot.running not in slot.queue else 0)
+
+    def idle(self, agent_id: str) -> bool:
+        slot = self._agents.get(agent_id)
+        return slot is None or (
+            not slot.queue
+            and slot.running is None
+            and not slot.slice_pending
+            and slot.auto_slice is None
+        )
+
+    def wait_idle(self, agent_id: str, timeout: float | None) -> bool:
+        with self._cv:
+            return self._cv.wait_for(lambda: self.idle(agent_id) or self._stopped, timeout)
+
+    def user_work_waiting(self) -> bool:
+        """True when any agent has a user task ready to run (checked between compression nodes)."""
+        now = time.monotonic()
+        with self._cv:
+            return self._user_waiting_locked(now)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                picked = self._pick()
+                while picked is None:
+                    if self._stopped:
+                        return
+                    self._cv.wait(self._wait_time())
+                    picked = self._pick()
+                slot, task = picked
+                slot.running = task
+            try:
+                self._step(slot, task)
+            except BaseException:  # never let a task stop the thread
+                log.exception("memory_rdf scheduler: unexpected error")
+            finally:
+                with self._cv:
+                    slot.running = None
+                    self._cv.notify_all()
+
+    def _pick(self) -> tuple[AgentSlot, Task] | None:
+        if self._stopped:
+            return None
+        now = time.monotonic()
+        slots = list(self._agents.values())
+        n = len(slots)
+        for i in range(n):
+            slot = slots[(self._turn + i) % n]
+            task = self._ready(slot, now)
+            if task is not None:
+                self._turn = (self._turn + i + 1) % n
+                self._abandon_auto_slices()
+                return slot, task
+        for i in range(n):
+            slot = slots[(self._slice_turn + i) % n]
+            if slot.running is not None or slot.closing:
+                continue
+            if slot.auto_slice is None and slot.slice_pending:
+                slot.slice_pending = False
+                slot.auto_slice = Task("auto", slot.manager._slice_generator_factory(auto=True),
+                                       counted=False)
+            if slot.auto_slice is not None and slot.auto_slice.not_before <= now:
+                self._slice_turn = (self._slice_turn + i + 1) % n
+                return slot, slot.auto_slice
+        return None
+
+    @staticmethod
+    def _ready(slot: AgentSlot, now: float) -> Task | None:
+        """The agent's next runnable user task: FIFO, except that a remember sent back to the
+        tail after a segmentation failure lets later tasks pass while it waits (SPEC §5.1).
+        A task suspended mid-way (waiting out a backoff) blocks the tasks behind it."""
+        if slot.running is not None:
+            return None
+        for task in slot.queue:
+            if task.not_before <= now:
+                return task
+            if task.gen is not None:
+                return None
+        return None
+
+    def _abandon_auto_slices(self) -> None:
+        """User work is about to run: a compression slice waiting out a model backoff is
+        abandoned (its node left unchanged, scanned again later) and queued again (SPEC §5.3)."""
+        for slot in self._agents.values():
+            task = slot.auto_slice
+            if task is not None and task.gen is not None and slot.running is None:
+                task.gen.close()
+                slot.auto_slice = None
+                slot.slice_pending = not slot.closing
+
+    def _wait_time(self) -> float | None:
+        times = [t.not_before for s in self._agents.values() for t in s.queue]
+        times += [s.auto_slice.not_before for s in self._agents.values() if s.auto_slice]
+        if not times:
+            return None
+        return max(0.0, min(times) - time.monotonic()) + 0.001
+
+    def _step(self, slot: AgentSlot, task: Task) -> None:
+        """Advance ``task`` until it finishes or asks for a backoff."""
+        if task.gen is None:
+            task.gen = task.start()
+        try:
+            backoff = next(task.gen)
+        except StopIteration as stop:
+            self._finish(slot, task, stop.value, None)
+            return
+        except BaseException as exc:
+            self._finish(slot, task, None, exc)
+            return
+        with self._cv:
+            if task.kind == "auto" and self._user_waiting_locked():
+                task.gen.close()  # abandon: the node stays as it was, scanned again later
+                slot.auto_slice = None
+                slot.slice_pending = True
+            else:
+                task.not_before = time.monotonic() + backoff.delay
+
+    def _user_waiting_locked(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        return any(
+            t.kind in ("remember", "recall") and t is not s.running and t.not_before <= now
+            for s in self._agents.values()
+            for t in s.queue
+        )
+
+    def _finish(self, slot: AgentSlot, task: Task, value: Any, exc: BaseException | None) -> None:
+        with self._cv:
+            if task.kind == "auto":
+                slot.auto_slice = None
+                if exc is None and isinstance(value, dict) and value.get("preempted"):
+                    slot.slice_pending = not slot.closing
+            elif task in slot.queue:
+                slot.queue.remove(task)
+            if exc is not None and isinstance(exc, SegmentationFailed) and task.on_error:
+                if task.on_error(exc, task):
+                    task.gen = None
+                    slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
+                    self._cv.notify_all()
+                    return
+            self._cv.notify_all()
+        if exc is not None:
+            if task.on_error is not None and not isinstance(exc, SegmentationFailed):
+                task.on_error(exc, task)
+            if task.future is not None and not task.future.done():
+                task.future.set_exception(exc)
+            elif task.kind == "auto" or task.future is None:
+                log.warning("memory_rdf: %s task of agent %s failed: %s",
+                            task.kind, slot.manager.agent_id, exc)
+        elif task.future is not None and not task.future.done():
+            task.future.set_result(value)

@@ -1,0 +1,438 @@
+"""The one module that talks to pyoxigraph.
+
+Everything above it speaks in node ids, strengths and relation names. This module:
+
+* opens an agent's store (translating RocksDB's lock error into :class:`StoreLockedError`),
+* serializes terms (:func:`node_ref`, :func:`lit`, ...) — the only way values reach SPARQL text,
+* renders the shipped ``.rq`` queries with those terms (see :func:`render`),
+* runs queries, materializing rows in the calling thread (SPEC §7: result iterators must not
+  cross threads), and runs each atomic write as exactly one ``update()`` (:class:`WriteBatch`),
+* answers the user's read-only SPARQL (SPEC §6).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+
+from memory_rdf import _vocab as V
+from memory_rdf._exceptions import (
+    SparqlError,
+    StoreError,
+    StoreLockedError,
+    UpdateRefusedError,
+)
+from memory_rdf._resources import query_text
+
+__all__ = [
+    "AgentStore",
+    "Term",
+    "WriteBatch",
+    "link_ref",
+    "lit",
+    "node_id",
+    "node_ref",
+    "render",
+]
+
+
+class Term(str):
+    """A term serialized by pyoxigraph (escaped N-Triples syntax): safe to splice into SPARQL.
+
+    Only the constructors in this module make them; :func:`render` refuses anything else.
+    """
+
+    __slots__ = ()
+
+
+_NODE_PREFIX_LEN = len(V.NODE)
+
+
+def node_ref(node: str) -> Term:
+    return Term(str(ox.NamedNode(V.NODE + node)))
+
+
+def link_ref(source: str, target: str) -> Term:
+    return Term(str(ox.NamedNode(f"{V.LINK}{source}--{target}")))
+
+
+def iri_ref(iri: str) -> Term:
+    return Term(str(ox.NamedNode(iri)))
+
+
+def node_id(iri: str) -> str:
+    """The id of a ``node:`` IRI (inverse of :func:`node_ref` on the IRI's value)."""
+    return iri[_NODE_PREFIX_LEN:] if iri.startswith(V.NODE) else iri
+
+
+_XSD_DATETIME = ox.NamedNode(V.XSD + "dateTime")
+
+
+def lit(value: str | int | float | bool | datetime) -> Term:
+    """A literal: str → xsd:string, int → xsd:integer, float → xsd:double, datetime → xsd:dateTime."""
+    if isinstance(value, datetime):
+        return Term(str(ox.Literal(value.isoformat(), datatype=_XSD_DATETIME)))
+    if isinstance(value, float):
+        # repr() round-trips exactly; pyoxigraph would print e.g. "0.5" for 0.5 anyway.
+        return Term(str(ox.Literal(repr(value), datatype=ox.NamedNode(V.XSD + "double"))))
+    return Term(str(ox.Literal(value)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering the shipped queries
+# ---------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"(?P<marker>^[ \t]*# @(?P<kind>values|in|contains) (?P<var>\w+) (?P<name>\w+)[ \t]*$)"
+    r"|(?P<comment>(?<![<\w])#[^\n]*)"
+    r"|\$(?P<param>[A-Za-z_]\w*)",
+    re.MULTILINE,
+)
+
+
+def render(name_or_text: str, **params: Term | Sequence[Term] | None) -> str:
+    """Fill a query's parameters with serialized terms.
+
+    Parameter syntax inside the ``.rq`` files (which stay valid SPARQL on their own, so a user
+    can run them unchanged):
+
+    * ``$name`` — replaced by one term (an unbound variable when the file is run as-is);
+    * ``# @values var name`` — replaced by ``VALUES ?var { t1 t2 … }``;
+    * ``# @in var name`` — replaced by ``FILTER(?var IN (t1, t2, …))``; dropped when ``None``;
+    * ``# @contains var name`` — ``FILTER(CONTAINS(?var, t1) || …)``; dropped when ``None``.
+
+    Every value must be a :class:`Term` (or a sequence of them): raw strings are refused. The
+    text is scanned once, so nothing spliced in is ever read again as a parameter; other
+    comments are left as they are.
+    """
+    text = query_text(name_or_text) if "\n" not in name_or_text else name_or_text
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group("comment") is not None:
+            return match.group(0)
+        if match.group("param") is not None:
+            name = match.group("param")
+            if name not in params:
+                raise KeyError(f"query parameter ${name} is not given")
+            (term,) = _terms(name, params[name], many=False)
+            return term
+        kind, var, name = match.group("kind", "var", "name")
+        value = params.get(name)
+        if value is None:
+            if kind == "values":
+                raise KeyError(f"query parameter {name!r} is required")
+            return ""
+        terms = _terms(name, value, many=True)
+        if kind == "values":
+            return f"VALUES ?{var} {{ {' '.join(terms)} }}"
+        if kind == "in":
+            return f"FILTER(?{var} IN ({', '.join(terms)}))"
+        return "FILTER(" + " || ".join(f"CONTAINS(?{var}, {t})" for t in terms) + ")"
+
+    return _TOKEN.sub(replace, text)
+
+
+def _terms(name: str, value: object, *, many: bool) -> list[Term]:
+    values = list(value) if many and not isinstance(value, str) else [value]
+    for v in values:
+        if not isinstance(v, Term):
+            raise TypeError(f"query parameter {name!r} must be serialized with memory_rdf._store")
+    return values  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# Terms back to Python
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_datetime(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _parse_bool(text: str) -> bool:
+    return text in ("true", "1")
+
+
+_CONVERT: dict[str, Any] = {
+    V.XSD + "integer": int,
+    V.XSD + "int": int,
+    V.XSD + "long": int,
+    V.XSD + "nonNegativeInteger": int,
+    V.XSD + "double": float,
+    V.XSD + "float": float,
+    V.XSD + "decimal": float,
+    V.XSD + "boolean": _parse_bool,
+    V.XSD + "dateTime": _parse_datetime,
+}
+
+
+def to_python(term: object) -> Any:
+    """IRIs as ``str``, literals as the Python value of their datatype, blank nodes as ``_:id``."""
+    if term is None:
+        return None
+    if isinstance(term, ox.NamedNode):
+        return term.value
+    if isinstance(term, ox.Literal):
+        convert = _CONVERT.get(term.datatype.value)
+        if convert is None:
+            return term.value
+        try:
+            return convert(term.value)
+        except ValueError:
+            return term.value
+    if isinstance(term, ox.BlankNode):
+        return f"_:{term.value}"
+    if isinstance(term, ox.Triple):
+        return (to_python(term.subject), to_python(term.predicate), to_python(term.object))
+    return str(term)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes
+# ---------------------------------------------------------------------------------------------
+
+
+class WriteBatch:
+    """Operations that must land together: committed as ONE ``Store.update()`` (SPEC §7)."""
+
+    __slots__ = ("_ops",)
+
+    def __init__(self) -> None:
+        self._ops: list[str] = []
+
+    def insert(self, triples: Iterable[str], graph: str | None = None) -> None:
+        self._data("INSERT DATA", triples, graph)
+
+    def delete(self, triples: Iterable[str], graph: str | None = None) -> None:
+        self._data("DELETE DATA", triples, graph)
+
+    def operation(self, rendered: str) -> None:
+        """A rendered update operation (DELETE/INSERT … WHERE …)."""
+        self._ops.append(rendered)
+
+    def _data(self, verb: str, triples: Iterable[str], graph: str | None) -> None:
+        body = "\n".join(triples)
+        if not body:
+            return
+        if graph is not None:
+            body = f"GRAPH {iri_ref(graph)} {{\n{body}\n}}"
+        self._ops.append(f"{verb} {{\n{body}\n}}")
+
+    def __bool__(self) -> bool:
+        return bool(self._ops)
+
+    def clear(self) -> None:
+        self._ops.clear()
+
+    def text(self) -> str:
+        return " ;\n".join(self._ops)
+
+
+def triple(s: str, p: str, o: str) -> str:
+    return f"{s} {p} {o} ."
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+# ---------------------------------------------------------------------------------------------
+
+_UPDATE_KEYWORDS = re.compile(
+    r"^\s*(?:(?:PREFIX\s+\S*\s*<[^>]*>|BASE\s*<[^>]*>)\s*)*"
+    r"(INSERT|DELETE|LOAD|CLEAR|CREATE|DROP|COPY|MOVE|ADD|WITH)\b",
+    re.IGNORECASE,
+)
+_COMMENT = re.compile(r"#[^\n<>\"']*$", re.MULTILINE)
+
+
+class AgentStore:
+    """One agent's Oxigraph store (``path=None``: in memory)."""
+
+    def __init__(self, path: Path | None, *, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self._write_lock = threading.Lock()
+        try:
+            if path is None:
+                self._store: ox.Store | None = ox.Store()
+            elif read_only:
+                self._store = ox.Store.read_only(str(path))
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+                self._store = ox.Store(str(path))
+        except OSError as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(
+                    f"the memory store {path} is held by another process (or is already open "
+                    "in this one); close it there first, or inspect it read-only"
+                ) from exc
+            raise StoreError(f"cannot open the memory store {path}: {exc}") from exc
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def store(self) -> ox.Store:
+        if self._store is None:
+            raise StoreError(f"the memory store {self.path} is closed")
+        return self._store
+
+    def close(self) -> None:
+        """Release the store (and its RocksDB lock): pyoxigraph has no close(), the last
+        reference going away is what unlocks it (SPEC §7)."""
+        if self._store is not None:
+            if not self.read_only and self.path is not None:
+                try:
+                    self._store.flush()
+                except OSError:
+                    pass
+            self._store = None
+            gc.collect()
+
+    def flush(self) -> None:
+        try:
+            self.store.flush()
+        except OSError as exc:
+            raise StoreError(f"cannot flush the memory store {self.path}: {exc}") from exc
+
+    def optimize(self) -> None:
+        self.store.optimize()
+
+    # -- internal queries ----------------------------------------------------------------------
+
+    def rows(self, query: str) -> list[tuple[Any, ...]]:
+        """Run a SELECT; rows as tuples of Python values in projection order."""
+        try:
+            result = self.store.query(query, prefixes=V.PREFIXES)
+        except OSError as exc:
+            raise StoreError(f"cannot read the memory store {self.path}: {exc}") from exc
+        assert isinstance(result, ox.QuerySolutions)
+        width = len(result.variables)
+        return [tuple(to_python(sol[i]) for i in range(width)) for sol in result]
+
+    def column(self, query: str) -> list[Any]:
+        return [row[0] for row in self.rows(query)]
+
+    def scalar(self, query: str, default: Any = None) -> Any:
+        rows = self.rows(query)
+        return rows[0][0] if rows and rows[0][0] is not None else default
+
+    def ask(self, query: str) -> bool:
+        result = self.store.query(query, prefixes=V.PREFIXES)
+        return bool(result)
+
+    def commit(self, batch: WriteBatch) -> None:
+        """Apply the batch atomically (one ``update()``)."""
+        if not batch:
+            return
+        text = batch.text()
+        with self._write_lock:
+            try:
+                self.store.update(text, prefixes=V.PREFIXES)
+            except SyntaxError as exc:  # a bug of ours, never user input
+                raise StoreError(f"internal update did not parse: {exc}\n{text[:2000]}") from exc
+            except OSError as exc:
+                raise StoreError(f"cannot write the memory store {self.path}: {exc}") from exc
+
+    def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
+              graph: str | None) -> list[tuple[Any, Any, Any]]:
+        s = ox.NamedNode(subject) if subject else None
+        p = ox.NamedNode(predicate) if predicate else None
+        g = ox.NamedNode(graph) if graph else ox.DefaultGraph()
+        return [
+            (to_python(q.subject), to_python(q.predicate), to_python(q.object))
+            for q in self.store.quads_for_pattern(s, p, None, g)
+        ]
+
+    # -- the user's SPARQL (SPEC §6) -----------------------------------------------------------
+
+    def user_query(self, query: str) -> list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]:
+        if not isinstance(query, str):
+            from memory_rdf._exceptions import InvalidTypeError
+
+            raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+        if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
+            raise UpdateRefusedError(
+                "sparql() is read-only: SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused"
+            )
+        try:
+            result = self.store.query(
+                query,
+                prefixes=V.PREFIXES,
+                default_graph=ox.DefaultGraph(),
+                named_graphs=[],
+            )
+        except SyntaxError as exc:
+            raise SparqlError(f"invalid SPARQL query: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot read the memory store {self.path}: {exc}") from exc
+        if isinstance(result, ox.QueryBoolean):
+            return bool(result)
+        if isinstance(result, ox.QuerySolutions):
+            names = [v.value for v in result.variables]
+            out: list[dict[str, Any]] = []
+            for sol in result:
+                row: dict[str, Any] = {}
+                for i, name in enumerate(names):
+                    term = sol[i]
+                    if term is not None:
+                        row[name] = to_python(term)
+                out.append(row)
+            return out
+        return [
+            (to_python(t.subject), to_python(t.predicate), to_python(t.object)) for t in result
+        ]
+
+    def user_query_serialized(self, query: str, fmt: str) -> bytes:
+        """The user's query answered in a W3C results format (json, csv, tsv, xml)."""
+        if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
+            raise UpdateRefusedError("SPARQL Update is refused: inspection is read-only")
+        try:
+            result = self.store.query(
+                query, prefixes=V.PREFIXES, default_graph=ox.DefaultGraph(), named_graphs=[]
+            )
+        except SyntaxError as exc:
+            raise SparqlError(f"invalid SPARQL query: {exc}") from None
+        formats = {
+            "json": ox.QueryResultsFormat.JSON,
+            "csv": ox.QueryResultsFormat.CSV,
+            "tsv": ox.QueryResultsFormat.TSV,
+            "xml": ox.QueryResultsFormat.XML,
+        }
+        if isinstance(result, ox.QueryTriples):
+            data = result.serialize(format=ox.RdfFormat.N_TRIPLES)
+        else:
+            data = result.serialize(format=formats[fmt])
+        assert data is not None
+        return data
+
+    # -- export --------------------------------------------------------------------------------
+
+    def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
+        formats = {
+            "turtle": ox.RdfFormat.TURTLE,
+            "ntriples": ox.RdfFormat.N_TRIPLES,
+            "nquads": ox.RdfFormat.N_QUADS,
+            "trig": ox.RdfFormat.TRIG,
+        }
+        kwargs: dict[str, Any] = {"format": formats[fmt]}
+        if default_graph_only or fmt in ("turtle", "ntriples"):
+            kwargs["from_graph"] = ox.DefaultGraph()
+        if fmt in ("turtle", "trig"):
+            kwargs["prefixes"] = V.PREFIXES
+        data = self.store.dump(**kwargs)
+        assert data is not None
+        return data
+
+
+@lru_cache(maxsize=1)
+def pyoxigraph_version() -> str:
+    from importlib.metadata import version
+
+    return version("pyoxigraph")

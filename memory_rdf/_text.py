@@ -1,0 +1,259 @@
+"""Shared text utilities: CJK detection, tokenization, index terms, sentence splitting.
+
+Chinese is cut into words with jieba; everything else is tokenized by a regular expression.
+jieba is imported and its dictionary loaded lazily, on the first call that needs it, under a
+lock and without printing anything: importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+import warnings
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+__all__ = [
+    "CHINESE_STOP_WORDS",
+    "ENGLISH_STOP_WORDS",
+    "ROLE_NAMES",
+    "STOP_WORDS",
+    "Token",
+    "index_terms",
+    "cut_han",
+    "is_cjk_text",
+    "is_han",
+    "is_word_char",
+    "jieba_module",
+    "normalize",
+    "split_clauses",
+    "split_sentences",
+    "strip_role_prefixes",
+    "tokenize",
+    "tokens",
+]
+
+# Han ideographs: CJK Unified (+ Extension A, B..F) and compatibility ideographs.
+HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+_HAN_RE = re.compile(f"[{HAN}]")
+# A "Latin" word character: a letter or digit that is not a Han ideograph.
+WORD_CHAR = rf"[^\W_{HAN}]"
+_WORD_CHAR_RE = re.compile(WORD_CHAR)
+# Han runs go to jieba; other words: letters/digits joined by . - _ ' + (v2.0, 2026-12-15,
+# node.js, user_id, don't), optionally ending in ++ or # (c++, c#).
+_SCAN_RE = re.compile(rf"([{HAN}]+)|({WORD_CHAR}+(?:[.\-_'+]{WORD_CHAR}+)*(?:\+\+|#)?)")
+
+
+def word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+ROLE_NAMES = frozenset({"user", "assistant", "system"})
+_ROLE_PREFIX_RE = re.compile(r"^(?:user|assistant|system):[ \t]?", re.MULTILINE)
+
+CHINESE_STOP_WORDS = word_set(
+    """
+    的 地 得 了 着 过 是 在 有 没 没有 不 也 就 都 还 又 再 才 很 太 更 最 已 已经 正在
+    我 我们 你 你们 您 他 他们 她 她们 它 它们 咱 咱们 自己 大家 人家 别人
+    这 那 这个 那个 这些 那些 这样 那样 这么 那么 这里 那里 这儿 那儿 哪 哪个 哪里 谁 啥
+    什么 怎么 怎样 怎么样 为什么 如何 多少 几
+    和 与 及 以及 或 或者 跟 同 而 而且 并 并且 但 但是 可是 不过 然而 所以 因为 因此 如果
+    要是 虽然 然后 于是 还是 还有 另外 以及 就是 只是 只 也是 都是 不是 是不是
+    把 被 给 让 叫 从 对 向 往 到 于 以 为 为了 由 按 按照 关于 比 除了
+    要 会 能 能够 可以 可能 应该 得 该 想 愿意
+    吧 吗 呢 啊 呀 哦 噢 嗯 嗯嗯 哈 哈哈 啦 嘛 呗 哎 唉 喔 哇 么 呃 的话 而已 罢了
+    一 一下 一个 一些 一点 一点儿 一样 一起 一直 一定 些 个 上 下 中 里 内 外 前 后 等 等等 之 其
+    其他 其它 其中 好 好的 对 对的 行 嗯好 是的 非常 比较 真的 确实 其实 然后呢 现在
+    """
+)
+
+ENGLISH_STOP_WORDS = word_set(
+    """
+    a an the and or but nor so if then than as of to in on at by for with from into onto
+    over under up down out off about above below between through during before after again
+    is are was were be been being am do does did doing done have has had having
+    i me my mine myself we us our ours ourselves you your yours yourself yourselves
+    he him his himself she her hers herself it its itself they them their theirs themselves
+    this that these those there here what which who whom whose when where why how
+    all any both each few more most other some such no not only own same too very just
+    can could will would shall should may might must
+    don't doesn't didn't isn't aren't wasn't weren't won't wouldn't can't couldn't shouldn't
+    i'm i've i'll i'd we're we've we'll we'd you're you've you'll you'd he's she's it's
+    they're they've they'll that's there's what's let's
+    also yes yeah ok okay oh hi hello hey please thanks thank s t
+    """
+)
+
+STOP_WORDS = CHINESE_STOP_WORDS | ENGLISH_STOP_WORDS
+
+
+class Token(NamedTuple):
+    """One normalized token: ``text`` lower-cased; ``surface`` as written (NFKC);
+    ``han`` for a Chinese word; ``start`` its offset in the normalized text."""
+
+    text: str
+    surface: str
+    han: bool
+    start: int
+
+
+_lock = threading.Lock()
+_jieba: Any = None
+
+
+def jieba_module() -> Any:
+    """The jieba module, imported and initialized on first use (thread-safe, silent)."""
+    global _jieba
+    if _jieba is None:
+        with _lock:
+            if _jieba is None:
+                with warnings.catch_warnings():
+                    # jieba 0.42.1 has invalid escapes and may import pkg_resources.
+                    warnings.simplefilter("ignore")
+                    import jieba
+
+                    jieba.setLogLevel(logging.WARNING)
+                    jieba.initialize()
+                _jieba = jieba
+    return _jieba
+
+
+@lru_cache(maxsize=16384)
+def cut_han(run: str) -> tuple[str, ...]:
+    """jieba's words for a run of Han characters (cached)."""
+    return tuple(jieba_module().lcut(run))
+
+
+def normalize(text: str) -> str:
+    """NFKC (full-width letters become ASCII) with curly apostrophes made straight."""
+    return unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+
+
+def tokens(text: str) -> list[Token]:
+    """Normalized tokens with their surface forms; stop words and punctuation dropped."""
+    norm = normalize(text)
+    out: list[Token] = []
+    for m in _SCAN_RE.finditer(norm):
+        han_run = m.group(1)
+        if han_run is not None:
+            pos = m.start()
+            for word in cut_han(han_run):
+                if word not in CHINESE_STOP_WORDS:
+                    out.append(Token(word, word, True, pos))
+                pos += len(word)
+            continue
+        surface = m.group(2)
+        low = surface.lower()
+        if low.endswith("'s") and len(low) > 2:
+            low = low[:-2]
+            surface = surface[:-2]
+        if low in ENGLISH_STOP_WORDS:
+            continue
+        out.append(Token(low, surface, False, m.start()))
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    """Normalized tokens of ``text``, in order (duplicates kept).
+
+    Lower-cased; Chinese cut into words by jieba; English words, numbers, versions and
+    dates kept whole ("v2.0", "2026-12-15", "c++"); punctuation, whitespace and stop
+    words dropped.
+    """
+    return [t.text for t in tokens(text)]
+
+
+def strip_role_prefixes(text: str) -> str:
+    """``text`` without the ``"user: "``-style role labels that start its lines."""
+    return _ROLE_PREFIX_RE.sub("", text)
+
+
+def index_terms(content: str, keywords: Iterable[str]) -> list[str]:
+    """Sorted, de-duplicated tokens of ``keywords`` and ``content`` (role labels ignored)."""
+    terms = set(tokenize(strip_role_prefixes(content)))
+    for k in keywords:
+        terms.update(tokenize(k))
+    return sorted(terms)
+
+
+def is_cjk_text(text: str) -> bool:
+    """True when ``text`` is mostly Chinese: at least as many Han characters as other words."""
+    han = len(_HAN_RE.findall(text))
+    if han == 0:
+        return False
+    words = sum(1 for m in _SCAN_RE.finditer(text) if m.group(2) is not None)
+    return han >= words
+
+
+_CLOSERS = "\"'”’」』）)\\]】》"
+# A sentence ends at full-width 。！？；… (anywhere), at ASCII . ! ? ; when followed by
+# whitespace, the end, a closer or a Han character (so not inside "v2.0" or a URL), or at a
+# newline; closing quotes/brackets and the following whitespace stay with the sentence.
+_SENT_END_RE = re.compile(
+    rf"(?:[。！？；…]+[.!?;。！？；…]*|[.!?;]+(?=[\s{_CLOSERS}{HAN}]|$)|\n)[{_CLOSERS}]*\s*"
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` after each sentence end; ``"".join(result) == text``.
+
+    The punctuation and the whitespace after it stay with their sentence; a piece that is
+    only whitespace is joined to its neighbour, so only all-blank input gives a blank piece.
+    """
+    pieces: list[str] = []
+    last = 0
+    for m in _SENT_END_RE.finditer(text):
+        end = m.end()
+        if end > last:
+            pieces.append(text[last:end])
+            last = end
+    if last < len(text):
+        pieces.append(text[last:])
+    return _merge_blank(pieces)
+
+
+def _merge_blank(pieces: list[str]) -> list[str]:
+    out: list[str] = []
+    pending = ""
+    for p in pieces:
+        if not p.strip():
+            if out:
+                out[-1] += p
+            else:
+                pending += p
+            continue
+        out.append(pending + p)
+        pending = ""
+    if pending:
+        out.append(pending)
+    return out
+
+
+_CLAUSE_END_RE = re.compile(r"(?:[，、：]+|[,:](?=\s))\s*")
+
+
+def split_clauses(sentence: str) -> list[str]:
+    """Split a sentence after clause marks (，、： and ", " / ": "); lossless like
+    :func:`split_sentences`."""
+    pieces: list[str] = []
+    last = 0
+    for m in _CLAUSE_END_RE.finditer(sentence):
+        end = m.end()
+        if end > last:
+            pieces.append(sentence[last:end])
+            last = end
+    if last < len(sentence):
+        pieces.append(sentence[last:])
+    return _merge_blank(pieces)
+
+
+def is_word_char(ch: str) -> bool:
+    """A letter or digit that is not Han (cutting between two of these splits a word)."""
+    return _WORD_CHAR_RE.match(ch) is not None
+
+
+def is_han(ch: str) -> bool:
+    return _HAN_RE.match(ch) is not None

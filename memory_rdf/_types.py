@@ -1,0 +1,121 @@
+"""Public value types and the small-model protocol (SPEC §4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
+
+ROLES = ("user", "assistant", "system")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message. ``role`` is "user", "assistant" or "system"; ``content`` is non-blank."""
+
+    role: str
+    content: str
+    timestamp: datetime | str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.role, str):
+            raise InvalidTypeError(f"message role must be a str, got {type(self.role).__name__}")
+        if self.role not in ROLES:
+            raise InvalidInputError(f"message role must be one of {ROLES}, got {self.role!r}")
+        if not isinstance(self.content, str):
+            raise InvalidTypeError(
+                f"message content must be a str, got {type(self.content).__name__}"
+            )
+        if not self.content.strip():
+            raise InvalidInputError("message content must not be blank")
+        _check_encodable(self.content, "message content")
+        if self.timestamp is not None and not isinstance(self.timestamp, datetime | str):
+            raise InvalidTypeError(
+                "message timestamp must be a datetime, a str or None, "
+                f"got {type(self.timestamp).__name__}"
+            )
+
+
+@dataclass
+class Processed:
+    """What the small model makes of one segment."""
+
+    content: str
+    phrase: str
+    keywords: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class SmallModel(Protocol):
+    """The three calls memory_rdf needs from a small language model.
+
+    A backend may also offer batched forms, used when present (same results):
+    ``process_batch(texts) -> list[Processed]`` and
+    ``relation_batch(pairs: list[tuple[node_content, focus_content]]) -> list[str]``.
+    """
+
+    def segment(self, text: str) -> list[str]: ...
+
+    def process(self, text: str, target_length: int | None = None) -> Processed: ...
+
+    def relation(self, node_content: str, focus_content: str) -> str: ...
+
+
+def coerce_messages(messages: object) -> list[Message]:
+    """Validate ``remember()``'s argument; raise naming the field, before anything is stored."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise InvalidTypeError(
+            "messages must be a list of Message or of mappings with 'role' and 'content', "
+            f"got {type(messages).__name__}"
+        )
+    if len(messages) == 0:
+        raise InvalidInputError("messages must not be empty")
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Message):
+            out.append(m)
+        elif isinstance(m, Mapping):
+            missing = [k for k in ("role", "content") if k not in m]
+            if missing:
+                raise InvalidInputError(f"messages[{i}] is missing {', '.join(missing)}")
+            try:
+                out.append(Message(m["role"], m["content"], m.get("timestamp")))
+            except (InvalidInputError, InvalidTypeError) as exc:
+                raise type(exc)(f"messages[{i}]: {exc}") from None
+        else:
+            raise InvalidTypeError(
+                f"messages[{i}] must be a Message or a mapping, got {type(m).__name__}"
+            )
+    return out
+
+
+def messages_to_text(messages: Sequence[Message]) -> str:
+    """The text given to the model: one ``"{role}: {content}"`` line per message (SPEC §4)."""
+    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+
+
+def _check_encodable(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} is not valid Unicode text ({exc.reason})") from None
+
+
+def check_processed(value: Any) -> Processed:
+    """Validate what a model returned from ``process`` (raises ``ValueError`` on garbage)."""
+    if not isinstance(value, Processed):
+        raise ValueError(f"process() must return Processed, got {type(value).__name__}")
+    if not isinstance(value.content, str) or not value.content.strip():
+        raise ValueError("process() returned empty content")
+    if not isinstance(value.phrase, str):
+        raise ValueError("process() returned a non-str phrase")
+    if not isinstance(value.keywords, list) or not all(isinstance(k, str) for k in value.keywords):
+        raise ValueError("process() returned keywords that are not a list of str")
+    _check_encodable(value.content, "model content")
+    _check_encodable(value.phrase, "model phrase")
+    for k in value.keywords:
+        _check_encodable(k, "model keyword")
+    return value

@@ -1,0 +1,596 @@
+"""The built-in offline small model: deterministic heuristics over jieba word segmentation.
+
+- ``segment``: cuts chat text at message boundaries and sentence ends into pieces of at most
+  ``max_segment_chars`` characters, merging short consecutive messages that share a word.
+- ``process``: keywords by TF-IDF (jieba's dictionary frequencies as document frequencies,
+  nouns preferred), a phrase of at most 20 characters, and extractive compression that keeps
+  the clauses carrying the top keywords.
+- ``relation``: 回应 / 提到 / 涉及 / "" from shared words and question shape.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
+
+from memory_rdf._text import (
+    ENGLISH_STOP_WORDS,
+    ROLE_NAMES,
+    Token,
+    cut_han,
+    is_han,
+    is_word_char,
+    jieba_module,
+    normalize,
+    split_clauses,
+    split_sentences,
+    tokenize,
+    tokens,
+    word_set,
+)
+from memory_rdf._types import Processed
+
+__all__ = ["RELATIONS", "HeuristicModel"]
+
+#: Relation names ``relation`` can return (besides "" for none), strongest first:
+#: 回应 the node answers a question in the focus; 提到 the node mentions a keyword of the
+#: focus; 涉及 they share other content words.
+RELATIONS: tuple[str, ...] = ("回应", "提到", "涉及")
+
+PHRASE_MAX = 20
+_PHRASE_MIN = 10
+_MAX_KEYWORDS = 5
+_MIN_KEYWORDS = 3
+
+_ROLE_LINE_RE = re.compile(r"(user|assistant|system):[ \t]?")
+# Trailing clause marks that look wrong at the end of a shortened text.
+_TRAIL = "，、,;；：: \t\n"
+_PHRASE_TRAIL = _TRAIL + "。.!?！？…"
+
+# jieba tags counted as nouns or noun phrases (words missing from the dictionary, such as new
+# names, count as nouns too).
+_NOUN_TAGS = frozenset({"n", "nr", "nrfg", "nrt", "ns", "nt", "nz", "ng", "nw", "vn", "eng", "j"})
+# English words that rarely make good keywords (kept by tokenize, ranked low here).
+_WEAK_ENGLISH = word_set(
+    """
+    think know need needs want wants like get gets got make makes made use used using go going
+    goes went come came say said see saw look let lets sure right well good great fine nice bad
+    new next last first one two three way thing things lot lots really actually maybe perhaps
+    something anything everything nothing someone anyone everyone now today tomorrow yesterday
+    still already yet even much many every us able done take took put give keep try tried
+    mean means means work works please thanks sorry
+    """
+)
+_WEAK_CHINESE = word_set(
+    """
+    时候 东西 事情 地方 情况 办法 明白 样子 部分 方面 意思 问题 时间 东东 人员 有人 那边 这边
+    """
+)
+_QUESTION_RE = re.compile(
+    r"[?？]|吗|什么|怎么|怎样|如何|为什么|为何|哪|多少|是否|是不是|有没有|能不能|可不可以|"
+    r"(?:^|[.!?。！？\n]\s*|:\s)(?:what|how|why|when|where|who|which|whose|can|could|should|"
+    r"would|will|do|does|did|is|are|shall)\b",
+    re.IGNORECASE,
+)
+_QUESTION_MARK_RE = re.compile(r"[?？]")
+
+
+# --------------------------------------------------------------------------- lexicon
+
+
+class _Lexicon:
+    """Dictionary knowledge from jieba: which words are not nouns, and document frequencies."""
+
+    def __init__(self) -> None:
+        jieba = jieba_module()
+        dt = jieba.dt
+        self.freq: dict[str, int] = getattr(dt, "FREQ", {}) or {}
+        total = getattr(dt, "total", 0) or 0
+        self.log_total = math.log(total) if total > 0 else math.log(6e7)
+        # Words absent from the dictionary (names, product names, English terms) get the idf of
+        # a fairly rare word.
+        self.unknown_idf = self.log_total - math.log(300)
+        self.non_nouns: frozenset[str] = frozenset()
+        path = os.path.join(os.path.dirname(jieba.__file__), "dict.txt")
+        try:
+            with open(path, encoding="utf-8") as f:
+                self.non_nouns = frozenset(
+                    parts[0]
+                    for parts in (line.split() for line in f)
+                    if len(parts) >= 3 and parts[2] not in _NOUN_TAGS
+                )
+        except OSError:  # pragma: no cover - a jieba install without its dictionary file
+            pass
+
+    def idf(self, word: str) -> float:
+        f = self.freq.get(word, 0)
+        if f <= 0:
+            return self.unknown_idf
+        return max(self.log_total - math.log(f), 1.0)
+
+
+_lexicon_lock = threading.Lock()
+_lexicon: _Lexicon | None = None
+
+
+def _lex() -> _Lexicon:
+    global _lexicon
+    if _lexicon is None:
+        with _lexicon_lock:
+            if _lexicon is None:
+                _lexicon = _Lexicon()
+    return _lexicon
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+@dataclass(frozen=True)
+class _Clause:
+    msg: int  # index of the message (line group) it belongs to
+    text: str  # as written, with its punctuation and trailing whitespace
+    tokens: tuple[str, ...]  # normalized tokens (for relations)
+    terms: tuple[str, ...]  # keyword units (tokens, with names grouped)
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    prefixes: tuple[str, ...]  # per message: "user: " or ""
+    clauses: tuple[_Clause, ...]
+    keywords: tuple[str, ...]  # normalized tokens, best first
+    display: tuple[str, ...]  # the same keywords as written
+    weights: tuple[float, ...]  # per clause: how much of the text's meaning it carries
+    token_set: frozenset[str]  # significant content tokens
+    question: bool  # asks something
+    has_question_mark: bool
+
+
+def _parse_messages(text: str) -> list[tuple[str, str]]:
+    """``[(prefix, body)]``: a line starting with ``role:`` opens a message; other lines
+    continue the current one (or form a message without prefix)."""
+    msgs: list[tuple[str, str]] = []
+    for line in text.split("\n"):
+        m = _ROLE_LINE_RE.match(line)
+        if m:
+            msgs.append((f"{m.group(1)}: ", line[m.end() :]))
+        elif msgs:
+            prefix, body = msgs[-1]
+            msgs[-1] = (prefix, body + "\n" + line)
+        else:
+            msgs.append(("", line))
+    return msgs
+
+
+def _significant(tok: str) -> bool:
+    return not (len(tok) == 1 and tok.isascii()) and tok not in ROLE_NAMES
+
+
+def _tier(tok: str, han: bool, lex: _Lexicon) -> int:
+    """0: noun-like; 1: other content word; 2: weak (single characters)."""
+    if han:
+        if len(tok) == 1:
+            return 2
+        return 1 if tok in lex.non_nouns or tok in _WEAK_CHINESE else 0
+    if len(tok) == 1:
+        return 2
+    if not any(c.isalpha() for c in tok):
+        return 1  # numbers, dates, versions
+    if tok in _WEAK_ENGLISH or (len(tok) > 4 and tok.endswith(("ly", "ed"))):
+        return 1
+    return 0
+
+
+def _is_title(t: Token) -> bool:
+    s = t.surface
+    return (
+        not t.han
+        and s[:1].isupper()
+        and s.isalpha()
+        and (len(s) == 1 or s[1:].islower())
+        and t.text not in _WEAK_ENGLISH
+    )
+
+
+class _Term(NamedTuple):
+    text: str  # normalized; words of a name joined by one space
+    surface: str
+    han: bool
+    marked: bool  # written like a name or a term (JWT, PostgreSQL, Zhang Wei)
+
+
+def _terms(toks: Sequence[Token], norm: str) -> list[_Term]:
+    """The keyword units of one clause: its tokens, except that 2–3 capitalized English words
+    separated by single spaces (a name: "Zhang Wei") make one term."""
+    out: list[_Term] = []
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        j = i + 1
+        if _is_title(t):
+            while (
+                j < len(toks)
+                and j - i < 3
+                and _is_title(toks[j])
+                and norm[toks[j - 1].start + len(toks[j - 1].surface) : toks[j].start] == " "
+            ):
+                j += 1
+        if j - i >= 2:
+            group = toks[i:j]
+            text = " ".join(g.text for g in group)
+            out.append(_Term(text, " ".join(g.surface for g in group), False, True))
+        else:
+            s = t.surface
+            # A capital inside a Latin word (JWT, PostgreSQL), or on a word that does not
+            # start its clause, marks a name or a term.
+            marked = not t.han and (any(c.isupper() for c in s[1:]) or (s[:1].isupper() and i > 0))
+            out.append(_Term(t.text, s, t.han, marked))
+        i = j
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _analyze(text: str) -> _Analysis:
+    lex = _lex()
+    msgs = _parse_messages(text)
+    clauses: list[_Clause] = []
+    counts: dict[str, int] = {}
+    first: dict[str, int] = {}
+    surface: dict[str, str] = {}
+    tier: dict[str, int] = {}
+    idf: dict[str, float] = {}
+    all_tokens: set[str] = set()
+    n = 0
+    for mi, (_prefix, body) in enumerate(msgs):
+        for sentence in split_sentences(body):
+            for clause in split_clauses(sentence):
+                toks = tokens(clause)
+                terms = _terms(toks, normalize(clause))
+                clauses.append(
+                    _Clause(mi, clause, tuple(t.text for t in toks), tuple(t.text for t in terms))
+                )
+                all_tokens.update(t.text for t in toks)
+                for t in terms:
+                    w = t.text
+                    counts[w] = counts.get(w, 0) + 1
+                    if w not in first:
+                        first[w] = n
+                        surface[w] = t.surface
+                        tier[w] = 0 if " " in w else _tier(w, t.han, lex)
+                        idf[w] = lex.unknown_idf if " " in w else lex.idf(w)
+                    if t.marked:
+                        idf[w] = max(idf[w], lex.idf(w) * 1.5)
+                    n += 1
+    scores = {w: c * idf[w] for w, c in counts.items()}
+    candidates = [w for w in counts if w not in ROLE_NAMES]
+    candidates.sort(key=lambda w: (tier[w], -scores[w], first[w]))
+    keywords = [w for w in candidates if tier[w] == 0][:_MAX_KEYWORDS]
+    if len(keywords) < _MIN_KEYWORDS:
+        keywords += [w for w in candidates if tier[w] > 0][: _MIN_KEYWORDS - len(keywords)]
+    top = max(scores.values(), default=1.0) or 1.0
+    kw_rank = {w: i for i, w in enumerate(keywords)}
+
+    def weight(w: str) -> float:
+        if w in ROLE_NAMES:
+            return 0.0
+        r = kw_rank.get(w)
+        return scores[w] / top + (0.0 if r is None else 1.0 + (1.5 if r == 0 else 0.0))
+
+    weights = tuple(sum(weight(w) for w in set(c.terms)) for c in clauses)
+    return _Analysis(
+        prefixes=tuple(p for p, _ in msgs),
+        clauses=tuple(clauses),
+        keywords=tuple(keywords),
+        display=tuple(surface[w] for w in keywords),
+        weights=weights,
+        token_set=frozenset(w for w in all_tokens if _significant(w)),
+        question=_QUESTION_RE.search(text) is not None,
+        has_question_mark=_QUESTION_MARK_RE.search(text) is not None,
+    )
+
+
+# --------------------------------------------------------------------------- compression
+
+
+def _render_body(texts: Sequence[str]) -> str:
+    return "".join(texts).strip().rstrip(_TRAIL)
+
+
+def _cut_to(s: str, limit: int) -> str:
+    """The longest prefix of ``s`` of at most ``limit`` characters that ends at a word boundary
+    (jieba's, inside Chinese); a hard cut when no boundary is found."""
+    if len(s) <= limit:
+        return s
+    cut = max((b for b in _word_bounds(s[: limit + 1]) if b <= limit), default=0)
+    return s[: cut or limit]
+
+
+def _keyword_span(clause: str, keyword: str) -> tuple[int, int] | None:
+    m = re.search(re.escape(keyword), clause, re.IGNORECASE)
+    return (m.start(), m.end()) if m else None
+
+
+def _window(an: _Analysis, index: int, target: int) -> str:
+    """Clause ``index`` cut to at most ``target`` characters: from its first content word, or
+    from its best keyword when that would not fit otherwise."""
+    clause = an.clauses[index]
+    text = clause.text.strip()
+    start = 0
+    if clause.tokens:
+        span = _keyword_span(text, clause.tokens[0])
+        if span is not None:
+            start = span[0]
+    in_clause = set(clause.terms)
+    for kw, shown in zip(an.keywords, an.display, strict=True):
+        if kw not in in_clause:
+            continue
+        span = _keyword_span(text, shown) or _keyword_span(text, kw)
+        if span is not None and (span[1] - start > target or span[0] < start):
+            start = span[0]
+        break
+    out = _cut_to(text[start:], target).strip().rstrip(_TRAIL)
+    if len(text) - start > len(out):
+        # Cut short: drop dangling English function words ("... writes the").
+        words = out.split(" ")
+        while len(words) > 1 and words[-1].lower() in ENGLISH_STOP_WORDS:
+            words.pop()
+        out = " ".join(words).rstrip(_TRAIL)
+    if not out:
+        out = text[start : start + target].strip() or text[:target].strip()
+    return out
+
+
+def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], float] | None:
+    """Greedy choice of clauses, best first, that fit in ``target`` characters when rendered;
+    None when not even the best clause fits."""
+    clauses = an.clauses
+    order = sorted(range(len(clauses)), key=lambda i: (-an.weights[i], i))
+    chosen: dict[int, list[int]] = {}
+    line_len: dict[int, int] = {}
+    total = 0  # rendered length: lines plus the newlines between them
+    score = 0.0
+    for i in order:
+        m = clauses[i].msg
+        trial = sorted([*chosen.get(m, []), i])
+        body = _render_body([clauses[j].text for j in trial])
+        new_len = (len(an.prefixes[m]) if with_prefix else 0) + len(body) if body else 0
+        old_len = line_len.get(m, 0)
+        n_lines = len(line_len) - (1 if old_len else 0) + (1 if new_len else 0)
+        new_total = sum(line_len.values()) - old_len + new_len + max(0, n_lines - 1)
+        if new_total <= target:
+            chosen[m] = trial
+            if new_len:
+                line_len[m] = new_len
+            else:
+                line_len.pop(m, None)
+            total = new_total
+            score += an.weights[i]
+        elif not chosen:
+            return None
+    if not chosen or total == 0:
+        return None
+    return sorted(j for js in chosen.values() for j in js), score
+
+
+def _render(an: _Analysis, selected: Sequence[int], with_prefix: bool) -> str:
+    by_msg: dict[int, list[str]] = {}
+    for i in selected:
+        c = an.clauses[i]
+        by_msg.setdefault(c.msg, []).append(c.text)
+    lines = []
+    for m in sorted(by_msg):
+        body = _render_body(by_msg[m])
+        if body:
+            lines.append((an.prefixes[m] if with_prefix else "") + body)
+    return "\n".join(lines)
+
+
+def _compress(an: _Analysis, text: str, target: int, allow_prefix: bool = True) -> str:
+    if not an.clauses:
+        return text.strip()[: max(target, 0)]
+    plain = _select(an, target, with_prefix=False)
+    if plain is None:
+        best = min(range(len(an.clauses)), key=lambda i: (-an.weights[i], i))
+        out = _window(an, best, target)
+    else:
+        out = _render(an, plain[0], with_prefix=False)
+        if allow_prefix and any(an.prefixes):
+            prefixed = _select(an, target, with_prefix=True)
+            # Role labels go before content: keep them only when they cost no content.
+            if prefixed is not None and prefixed[1] >= plain[1]:
+                out = _render(an, prefixed[0], with_prefix=True)
+    if len(out) > target:  # pragma: no cover - defensive; the selection above fits
+        out = out[:target]
+    if not out.strip():
+        out = text.strip()[:target]
+    return out
+
+
+def _phrase(an: _Analysis) -> str:
+    """The whole text when short, else its best clause (with neighbours while it is under
+    ``_PHRASE_MIN`` characters), cut to ``PHRASE_MAX`` characters."""
+    if not an.clauses:
+        return ""
+    out = " ".join(_render(an, range(len(an.clauses)), with_prefix=False).split())
+    if len(out) > PHRASE_MAX:
+        best = min(range(len(an.clauses)), key=lambda i: (-an.weights[i], i))
+        lo = hi = best
+        out = " ".join(_render_body([an.clauses[best].text]).split())
+        if len(out) > PHRASE_MAX:
+            out = " ".join(_window(an, best, PHRASE_MAX).split())
+        while len(out) < _PHRASE_MIN:
+            grown = None
+            for lo2, hi2 in ((lo, hi + 1), (lo - 1, hi)):
+                cl = an.clauses
+                if lo2 >= 0 and hi2 < len(cl) and cl[lo2].msg == cl[hi2].msg:
+                    texts = [c.text for c in an.clauses[lo2 : hi2 + 1]]
+                    cand = " ".join(_render_body(texts).split())
+                    if len(cand) <= PHRASE_MAX:
+                        grown = (lo2, hi2, cand)
+                        break
+            if grown is None:
+                break
+            lo, hi, out = grown
+    stripped = out.rstrip(_PHRASE_TRAIL)
+    return (stripped or out)[:PHRASE_MAX]
+
+
+# --------------------------------------------------------------------------- segmentation
+
+
+def _word_bounds(s: str) -> set[int]:
+    """Offsets in ``s`` where a cut splits no word (jieba decides inside Han runs)."""
+    bounds = {
+        i
+        for i in range(1, len(s))
+        if not (is_word_char(s[i - 1]) and is_word_char(s[i]))
+        and not (is_han(s[i - 1]) and is_han(s[i]))
+    }
+    i = 0
+    while i < len(s):
+        if is_han(s[i]):
+            j = i
+            while j < len(s) and is_han(s[j]):
+                j += 1
+            pos = i
+            for word in cut_han(s[i:j]):
+                pos += len(word)
+                if pos < j:
+                    bounds.add(pos)
+            i = j
+        else:
+            i += 1
+    return bounds
+
+
+def _hard_cut(s: str, budget: int) -> Iterator[str]:
+    bounds = _word_bounds(s)
+    start = 0
+    while len(s[start:].strip()) > budget:
+        limit = start + budget
+        cut = max((b for b in bounds if start < b <= limit), default=limit)
+        yield s[start:cut]
+        start = cut
+    yield s[start:]
+
+
+def _atoms(body: str, budget: int) -> Iterator[str]:
+    """Pieces of ``body`` (lossless) of at most ``budget`` non-blank characters each,
+    cut at sentence ends, then clause marks, then spaces, then word boundaries."""
+    for sentence in split_sentences(body):
+        if len(sentence.strip()) <= budget:
+            yield sentence
+            continue
+        for clause in split_clauses(sentence):
+            if len(clause.strip()) <= budget:
+                yield clause
+                continue
+            for word in re.split(r"(?<=\s)(?=\S)", clause):
+                if len(word.strip()) <= budget:
+                    yield word
+                else:
+                    yield from _hard_cut(word, budget)
+
+
+def _pieces(body: str, budget: int) -> list[str]:
+    pieces: list[str] = []
+    cur = ""
+    for atom in _atoms(body, budget):
+        if cur and len((cur + atom).strip()) > budget:
+            pieces.append(cur)
+            cur = atom
+        else:
+            cur += atom
+    pieces.append(cur)
+    return [p.strip() for p in pieces if p.strip()]
+
+
+# --------------------------------------------------------------------------- the model
+
+
+class HeuristicModel:
+    """The default small model: offline, deterministic, Chinese and English.
+
+    ``max_segment_chars`` bounds the length of a segment (role labels included).
+    """
+
+    def __init__(self, max_segment_chars: int = 200) -> None:
+        if isinstance(max_segment_chars, bool) or not isinstance(max_segment_chars, int):
+            raise TypeError("max_segment_chars must be an int")
+        if max_segment_chars < 20:
+            raise ValueError(f"max_segment_chars must be at least 20, got {max_segment_chars}")
+        self.max_segment_chars = max_segment_chars
+
+    def __repr__(self) -> str:
+        return f"HeuristicModel(max_segment_chars={self.max_segment_chars})"
+
+    # -- segment -------------------------------------------------------------------------
+
+    def segment(self, text: str) -> list[str]:
+        """Cut chat text (``"{role}: {content}"`` lines) into segments of at most
+        ``max_segment_chars`` characters, each line keeping its role label."""
+        limit = self.max_segment_chars
+        segments: list[str] = []
+        # The open segment, while it holds only whole messages and may take another one.
+        open_tokens: set[str] | None = None
+        for prefix, body in _parse_messages(text):
+            pieces = _pieces(body, limit - len(prefix))
+            if not pieces:
+                continue
+            if len(pieces) == 1:
+                line = prefix + pieces[0]
+                toks = {t for t in tokenize(pieces[0]) if _significant(t)}
+                if (
+                    open_tokens is not None
+                    and toks & open_tokens
+                    and len(segments[-1]) + 1 + len(line) <= limit
+                ):
+                    segments[-1] += "\n" + line
+                    open_tokens |= toks
+                else:
+                    segments.append(line)
+                    open_tokens = toks
+            else:
+                segments.extend(prefix + p for p in pieces)
+                open_tokens = None
+        return segments
+
+    # -- process -------------------------------------------------------------------------
+
+    def process(self, text: str, target_length: int | None = None) -> Processed:
+        """Content (shortened to at most ``target_length`` characters when longer), a phrase
+        of at most 20 characters, and 3–5 keywords."""
+        an = _analyze(text)
+        keywords = list(an.display)
+        if target_length is None or len(text) <= target_length:
+            content = text
+        elif target_length <= 0:
+            content = keywords[0] if keywords else text.strip()[:1]
+        else:
+            content = _compress(an, text, target_length)
+        return Processed(content=content, phrase=_phrase(an), keywords=keywords)
+
+    def process_batch(self, texts: list[str]) -> list[Processed]:
+        return [self.process(t) for t in texts]
+
+    # -- relation ------------------------------------------------------------------------
+
+    def relation(self, node_content: str, focus_content: str) -> str:
+        """One of :data:`RELATIONS`, or "" when the two texts share no content word."""
+        node = _analyze(node_content)
+        focus = _analyze(focus_content)
+        if not node.token_set & focus.token_set:
+            return ""
+        if focus.question and not node.has_question_mark:
+            return "回应"
+        if any(set(k.split(" ")) <= node.token_set for k in focus.keywords):
+            return "提到"
+        return "涉及"
+
+    def relation_batch(self, pairs: list[tuple[str, str]]) -> list[str]:
+        return [self.relation(node, focus) for node, focus in pairs]
