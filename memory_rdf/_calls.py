@@ -32,7 +32,7 @@ TaskGen = Generator[Backoff, None, T]
 
 def backoff_delay(config: Config, attempt: int) -> float:
     """Delay after the ``attempt``-th failed attempt (1-based)."""
-    state = RetryCallState(None, None, (), {})
+    state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
     state.attempt_number = attempt
     wait = wait_exponential(multiplier=config.retry_initial_delay, max=config.retry_max_delay)
     return float(wait(state))
@@ -103,4 +103,4 @@ def run_blocking(gen: Generator[Backoff, None, T]) -> T:
         while True:
             time.sleep(next(gen).delay)
     except StopIteration as stop:
-        return stop.value  # type: ignore[no-any-return]
+        return stop.value

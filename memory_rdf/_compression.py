@@ -24,7 +24,16 @@ from memory_rdf._exceptions import ModelError
 from memory_rdf._focus import FocusManager
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore, chunks
-from memory_rdf._store import AgentStore, WriteBatch, link_ref, lit, node_id, node_ref, render, triple
+from memory_rdf._store import (
+    AgentStore,
+    WriteBatch,
+    link_ref,
+    lit,
+    node_id,
+    node_ref,
+    render,
+    triple,
+)
 from memory_rdf._text import index_terms
 from memory_rdf._types import Processed, SmallModel, check_processed
 
@@ -148,7 +157,8 @@ class Compressor:
         cfg = self.config
         content, original, scans = state.nodes[nid]
         touching = state.touching(nid)
-        importance = sum(w for w in (state.links[k] for k in touching) if w >= cfg.link_break_threshold)
+        live = (state.links[k] for k in touching)
+        importance = sum(w for w in live if w >= cfg.link_break_threshold)
         target = math.floor(original * min(importance, 1.0)) if importance > 0 else 0
         if importance <= 0 or target < cfg.delete_threshold:
             forget_ops(pending, nid)

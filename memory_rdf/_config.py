@@ -14,7 +14,9 @@ class Templates:
     """Text templates of recall output (SPEC §5.4). ``Templates.english()`` gives an English set."""
 
     memory: str = "[记忆] {content}"
-    forgotten_named: str = "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆（{relations}），我想不起来了"
+    forgotten_named: str = (
+        "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆（{relations}），我想不起来了"
+    )
     forgotten_unnamed: str = "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆，我想不起来了"
     relation_separator: str = "、"
     entry_separator: str = "\n---\n"

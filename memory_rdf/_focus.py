@@ -15,7 +15,8 @@ class FocusManager:
 
     def current(self) -> list[tuple[str, int]]:
         """``(id, focusOrder)`` of the focus nodes, newest first."""
-        return [(node_id(iri), int(order)) for iri, order in self._store.rows(render("focus_nodes"))]
+        rows = self._store.rows(render("focus_nodes"))
+        return [(node_id(iri), int(order)) for iri, order in rows]
 
     def ids(self) -> list[str]:
         return [nid for nid, _ in self.current()]

@@ -12,7 +12,16 @@ from dataclasses import dataclass
 
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
-from memory_rdf._store import AgentStore, WriteBatch, link_ref, lit, node_id, node_ref, render, triple
+from memory_rdf._store import (
+    AgentStore,
+    WriteBatch,
+    link_ref,
+    lit,
+    node_id,
+    node_ref,
+    render,
+    triple,
+)
 
 
 @dataclass(frozen=True)

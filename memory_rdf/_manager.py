@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import threading
@@ -279,10 +280,8 @@ class MemoryManager:
                     task.not_before = time.monotonic() + backoff_delay(self.config, task.attempts)
                     return True
             jtask.attempts = max(task.attempts, 1)
-            try:
+            with contextlib.suppress(MemoryRDFError):
                 self.journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
-            except MemoryRDFError:
-                pass
             return False
 
         self._system.scheduler.submit(
@@ -394,7 +393,9 @@ class MemoryManager:
 
     # -- compression ---------------------------------------------------------------------------
 
-    def _slice_generator_factory(self, *, auto: bool) -> Callable[[], Generator[Backoff, None, dict[str, Any]]]:
+    def _slice_generator_factory(
+        self, *, auto: bool
+    ) -> Callable[[], Generator[Backoff, None, dict[str, Any]]]:
         def start() -> Generator[Backoff, None, dict[str, Any]]:
             return (yield from self.compressor.run_slice())
 

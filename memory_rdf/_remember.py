@@ -108,7 +108,9 @@ class Rememberer:
     def segment(self, text: str) -> list[str]:
         """One segmentation attempt (failure → :class:`SegmentationFailed`)."""
         try:
-            return attempt(lambda: validate_segments(self.model.segment(text)), self.stats, "segment")
+            return attempt(
+                lambda: validate_segments(self.model.segment(text)), self.stats, "segment"
+            )
         except ModelError as exc:
             raise SegmentationFailed(str(exc)) from exc
 

@@ -292,12 +292,16 @@ class Scheduler:
                     slot.slice_pending = not slot.closing
             elif task in slot.queue:
                 slot.queue.remove(task)
-            if exc is not None and isinstance(exc, SegmentationFailed) and task.on_error:
-                if task.on_error(exc, task):
-                    task.gen = None
-                    slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
-                    self._cv.notify_all()
-                    return
+            requeue = (
+                isinstance(exc, SegmentationFailed)
+                and task.on_error is not None
+                and task.on_error(exc, task)
+            )
+            if requeue:
+                task.gen = None
+                slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
+                self._cv.notify_all()
+                return
             self._cv.notify_all()
         if exc is not None:
             if task.on_error is not None and not isinstance(exc, SegmentationFailed):

@@ -12,6 +12,7 @@ Everything above it speaks in node ids, strengths and relation names. This modul
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
 import threading
@@ -77,7 +78,8 @@ _XSD_DATETIME = ox.NamedNode(V.XSD + "dateTime")
 
 
 def lit(value: str | int | float | bool | datetime) -> Term:
-    """A literal: str → xsd:string, int → xsd:integer, float → xsd:double, datetime → xsd:dateTime."""
+    """A literal: str → xsd:string, int → xsd:integer, float → xsd:double,
+    datetime → xsd:dateTime."""
     if isinstance(value, datetime):
         return Term(str(ox.Literal(value.isoformat(), datatype=_XSD_DATETIME)))
     if isinstance(value, float):
@@ -141,7 +143,9 @@ def render(name_or_text: str, **params: Term | Sequence[Term] | None) -> str:
 
 
 def _terms(name: str, value: object, *, many: bool) -> list[Term]:
-    values = list(value) if many and not isinstance(value, str) else [value]
+    values: list[object] = (
+        list(value) if many and isinstance(value, list | tuple) else [value]
+    )
     for v in values:
         if not isinstance(v, Term):
             raise TypeError(f"query parameter {name!r} must be serialized with memory_rdf._store")
@@ -288,10 +292,8 @@ class AgentStore:
         reference going away is what unlocks it (SPEC §7)."""
         if self._store is not None:
             if not self.read_only and self.path is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self._store.flush()
-                except OSError:
-                    pass
             self._store = None
             gc.collect()
 

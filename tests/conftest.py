@@ -1,66 +1,15 @@
-"""Shared fixtures: real temporary Oxigraph stores and a scripted small model.
-
-The scripted model implements the real SmallModel protocol with answers the tests control:
-``segment`` splits every message on ``" | "``; ``process`` keeps the text (or truncates it to
-the target), uses the first 10 characters as phrase and the upper-case words as keywords;
-``relation`` answers from a table (default: no name). Failures can be injected per call kind.
-"""
+"""Shared fixtures: real temporary Oxigraph stores and the scripted small model."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from memory_rdf import Config, MemoryManager, Processed
+from memory_rdf import Config, MemoryManager
 
-
-@dataclass
-class ScriptedModel:
-    relations: dict[tuple[str, str], str] = field(default_factory=dict)
-    default_relation: str = ""
-    keywords: dict[str, list[str]] = field(default_factory=dict)  # content -> keywords override
-    fail: dict[str, int] = field(default_factory=dict)  # call kind -> failures left (-1 = always)
-    calls: dict[str, int] = field(default_factory=dict)
-    delay: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def _enter(self, kind: str) -> None:
-        with self.lock:
-            self.calls[kind] = self.calls.get(kind, 0) + 1
-            left = self.fail.get(kind, 0)
-            if left:
-                if left > 0:
-                    self.fail[kind] = left - 1
-                raise RuntimeError(f"scripted {kind} failure")
-        if self.delay:
-            import time
-
-            time.sleep(self.delay)
-
-    def segment(self, text: str) -> list[str]:
-        self._enter("segment")
-        out: list[str] = []
-        for line in text.split("\n"):
-            _, _, content = line.partition(": ")
-            out.extend(p.strip() for p in content.split(" | ") if p.strip())
-        return out
-
-    def process(self, text: str, target_length: int | None = None) -> Processed:
-        self._enter("process")
-        content = text if target_length is None else text[:target_length]
-        keywords = self.keywords.get(content, [w for w in content.split() if w.isupper()])
-        return Processed(content, content[:10], keywords)
-
-    def relation(self, node_content: str, focus_content: str) -> str:
-        self._enter("relation")
-        return self.relations.get((node_content, focus_content), self.default_relation)
-
-
-FAST = Config(retry_initial_delay=0.0, retry_max_delay=0.0, max_retries=2, auto_compress=False)
+from helpers import FAST, ScriptedModel
 
 
 @pytest.fixture
@@ -92,13 +41,3 @@ def make_manager(data_dir: Path, model: ScriptedModel) -> Iterator[Callable[...,
 @pytest.fixture
 def mem(make_manager: Callable[..., MemoryManager]) -> MemoryManager:
     return make_manager()
-
-
-def say(*contents: str, role: str = "user") -> list[dict[str, str]]:
-    return [{"role": role, "content": c} for c in contents]
-
-
-def remember(mem: MemoryManager, *contents: str) -> None:
-    """Remember one message whose content is split on ' | ' into segments, and wait for it."""
-    mem.remember(say(*contents))
-    assert mem.wait_idle(timeout=30)

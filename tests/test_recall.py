@@ -6,10 +6,11 @@ import asyncio
 import threading
 
 import pytest
-from _graph import set_strength
-from conftest import FAST, ScriptedModel, remember
 
 from memory_rdf import Config, MemoryManager, Templates
+
+from _graph import set_strength
+from helpers import FAST, ScriptedModel, remember
 
 SEP = "\n---\n"
 

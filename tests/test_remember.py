@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FAST, ScriptedModel, remember, say
 
 from memory_rdf import Config, MemoryManager, Message
+
 from _graph import created, focus, ids_by_content, links
+from helpers import FAST, ScriptedModel, remember, say
 
 
 def test_chain_links_between_segments_of_one_remember(mem: MemoryManager) -> None:
@@ -56,7 +57,9 @@ def test_focus_is_an_lru_of_the_newest_nodes(make_manager) -> None:
     got = links(mem)
     assert ("h", "g") in got and ("h", "c") in got and ("h", "b") not in got
     # members carry a focusOrder, larger = more recent; dropped nodes carry none
-    rows = mem.sparql("SELECT ?c ?o WHERE { ?n memory:focusOrder ?o ; memory:content ?c } ORDER BY DESC(?o)")
+    rows = mem.sparql(
+        "SELECT ?c ?o WHERE { ?n memory:focusOrder ?o ; memory:content ?c } ORDER BY DESC(?o)"
+    )
     assert [r["c"] for r in rows] == ["n", "m", "l", "k", "j"]  # type: ignore[index]
 
 

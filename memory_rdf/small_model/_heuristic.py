@@ -327,7 +327,7 @@ def _window(an: _Analysis, index: int, target: int) -> str:
             start = span[0]
     in_clause = set(clause.terms)
     for kw, shown in zip(an.keywords, an.display, strict=True):
-        if kw not in in_clause:
+        if kw not in in_clause or len(shown) > target:
             continue
         span = _keyword_span(text, shown) or _keyword_span(text, kw)
         if span is not None and (span[1] - start > target or span[0] < start):
@@ -343,6 +343,18 @@ def _window(an: _Analysis, index: int, target: int) -> str:
     if not out:
         out = text[start : start + target].strip() or text[:target].strip()
     return out
+
+
+def _best_clause(an: _Analysis, target: int) -> int:
+    """The best clause that holds a keyword short enough for ``target`` (else the best)."""
+    order = sorted(range(len(an.clauses)), key=lambda i: (-an.weights[i], i))
+    fitting = {
+        kw for kw, shown in zip(an.keywords, an.display, strict=True) if len(shown) <= target
+    }
+    for i in order:
+        if fitting.intersection(an.clauses[i].terms):
+            return i
+    return order[0]
 
 
 def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], float] | None:
@@ -395,8 +407,7 @@ def _compress(an: _Analysis, text: str, target: int, allow_prefix: bool = True) 
         return text.strip()[: max(target, 0)]
     plain = _select(an, target, with_prefix=False)
     if plain is None:
-        best = min(range(len(an.clauses)), key=lambda i: (-an.weights[i], i))
-        out = _window(an, best, target)
+        out = _window(an, _best_clause(an, target), target)
     else:
         out = _render(an, plain[0], with_prefix=False)
         if allow_prefix and any(an.prefixes):
@@ -418,7 +429,7 @@ def _phrase(an: _Analysis) -> str:
         return ""
     out = " ".join(_render(an, range(len(an.clauses)), with_prefix=False).split())
     if len(out) > PHRASE_MAX:
-        best = min(range(len(an.clauses)), key=lambda i: (-an.weights[i], i))
+        best = _best_clause(an, PHRASE_MAX)
         lo = hi = best
         out = " ".join(_render_body([an.clauses[best].text]).split())
         if len(out) > PHRASE_MAX:
@@ -576,6 +587,7 @@ class HeuristicModel:
         return Processed(content=content, phrase=_phrase(an), keywords=keywords)
 
     def process_batch(self, texts: list[str]) -> list[Processed]:
+        """``process`` of each text, in order (same results as the single calls)."""
         return [self.process(t) for t in texts]
 
     # -- relation ------------------------------------------------------------------------
@@ -593,4 +605,5 @@ class HeuristicModel:
         return "涉及"
 
     def relation_batch(self, pairs: list[tuple[str, str]]) -> list[str]:
+        """``relation(node, focus)`` of each pair, in order (same results as single calls)."""
         return [self.relation(node, focus) for node, focus in pairs]

@@ -1,0 +1,1 @@
+"""memory_rdf benchmarks: run them as scripts (``python benchmarks/<name>.py``)."""

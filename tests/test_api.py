@@ -1,0 +1,255 @@
+"""SPEC §4: the public API — bad input, errors, persistence, isolation, lifecycle."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import memory_rdf
+from memory_rdf import (
+    Config,
+    MemoryClosedError,
+    MemoryManager,
+    MemoryRDFError,
+    MemorySystem,
+    Message,
+    QueueFullError,
+    SparqlError,
+    StoreLockedError,
+    UpdateRefusedError,
+)
+
+from helpers import FAST, ScriptedModel, remember, say
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")) if root.exists() else []
+
+
+BAD_MESSAGES = [
+    ("hello", TypeError, "messages"),
+    (b"hello", TypeError, "messages"),
+    ({"role": "user", "content": "x"}, TypeError, "messages"),
+    (None, TypeError, "messages"),
+    (42, TypeError, "messages"),
+    ([], ValueError, "empty"),
+    ([{"role": "user"}], ValueError, "content"),
+    ([{"content": "x"}], ValueError, "role"),
+    ([{"role": "tool", "content": "x"}], ValueError, "role"),
+    ([{"role": "USER", "content": "x"}], ValueError, "role"),
+    ([{"role": 1, "content": "x"}], TypeError, "role"),
+    ([{"role": "user", "content": ""}], ValueError, "blank"),
+    ([{"role": "user", "content": "   \n\t"}], ValueError, "blank"),
+    ([{"role": "user", "content": None}], TypeError, "content"),
+    ([{"role": "user", "content": 5}], TypeError, "content"),
+    ([{"role": "user", "content": ["a"]}], TypeError, "content"),
+    ([{"role": "user", "content": "bad \ud800 surrogate"}], ValueError, "Unicode"),
+    ([{"role": "user", "content": "ok"}, "not a message"], TypeError, r"messages\[1\]"),
+    ([{"role": "user", "content": "ok", "timestamp": 3}], TypeError, "timestamp"),
+]
+
+
+@pytest.mark.parametrize(("messages", "error", "match"), BAD_MESSAGES)
+def test_bad_messages_raise_at_the_call_and_store_nothing(
+    mem: MemoryManager, messages: object, error: type[Exception], match: str
+) -> None:
+    before = mem.stats()
+    with pytest.raises(error, match=match) as info:
+        mem.remember(messages)  # type: ignore[arg-type]
+    assert isinstance(info.value, MemoryRDFError)
+    assert mem.wait_idle(10)
+    after = mem.stats()
+    assert after["nodes"] == before["nodes"] == 0
+    assert after["pending_tasks"] == 0 and after["failed_tasks"] == 0
+    assert mem.journal.tasks() == []  # nothing journalled either
+
+
+def test_message_type_validates_itself() -> None:
+    with pytest.raises(ValueError, match="role"):
+        Message("robot", "x")
+    with pytest.raises(ValueError, match="blank"):
+        Message("user", " ")
+    assert Message("system", "be brief").role == "system"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"keywords": "JWT"}, TypeError, "keywords"),
+        ({"keywords": None}, TypeError, "keywords"),
+        ({"keywords": [1]}, TypeError, "keywords"),
+        ({"keywords": ["a"], "relations": "上文"}, TypeError, "relations"),
+        ({"keywords": ["a"], "relations": [None]}, TypeError, "relations"),
+        ({"keywords": ["a"], "depth": -1}, ValueError, "depth"),
+        ({"keywords": ["a"], "depth": 1.5}, TypeError, "depth"),
+        ({"keywords": ["a"], "depth": True}, TypeError, "depth"),
+        ({"keywords": ["a"], "depth": "2"}, TypeError, "depth"),
+        ({"keywords": ["a"], "entry": "everything"}, ValueError, "entry"),
+    ],
+)
+def test_bad_recall_arguments(mem: MemoryManager, kwargs: dict, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        mem.recall(**kwargs)
+    with pytest.raises(error, match=match):
+        mem.recall_async(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "agent_id",
+    ["../x", "..", ".", "", "a/b", "a\\b", "a b", "x" * 129, "a\x00b", "/abs", "~root", "a:b"],
+)
+def test_hostile_agent_ids_are_rejected_before_any_file_is_touched(
+    tmp_path: Path, agent_id: str
+) -> None:
+    data = tmp_path / "data"
+    with pytest.raises(ValueError, match="agent_id"):
+        MemoryManager(agent_id, data_dir=data)
+    with MemorySystem(data_dir=data) as system, pytest.raises(ValueError, match="agent_id"):
+        system.agent(agent_id)
+    assert _files(tmp_path) == []
+
+
+def test_agent_id_type_and_good_ids(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="agent_id"):
+        MemoryManager(7, data_dir=tmp_path)  # type: ignore[arg-type]
+    for good in ("a", "agent_001", "A-b.c_d", "x" * 128, "助手"):
+        MemoryManager(good, data_dir=tmp_path)  # constructing touches no file
+    assert _files(tmp_path) == []
+
+
+def test_store_layout_one_directory_per_agent(tmp_path: Path, model: ScriptedModel) -> None:
+    with MemorySystem(data_dir=tmp_path, model=model, config=FAST) as system:
+        system.agent("a").remember(say("one"))
+        system.agent("b").remember(say("two"))
+        assert system.agent("a").wait_idle(30) and system.agent("b").wait_idle(30)
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+    assert (tmp_path / "a" / "CURRENT").exists()  # the Oxigraph (RocksDB) store itself
+
+
+def test_persistence_across_close_and_reopen(data_dir: Path, model: ScriptedModel) -> None:
+    with MemoryManager("p", data_dir=data_dir, config=FAST, model=model) as mem:
+        remember(mem, "first | second")
+        remember(mem, "third")
+        text = mem.recall([], depth=2)
+        focus = mem.stats()["focus"]
+    with MemoryManager("p", data_dir=data_dir, config=FAST, model=model) as again:
+        assert again.recall([], depth=2) == text
+        assert again.stats()["focus"] == focus
+        remember(again, "fourth")
+        assert again.stats()["nodes"] == 4
+
+
+def test_two_agents_in_one_system_are_isolated(tmp_path: Path, model: ScriptedModel) -> None:
+    with MemorySystem(data_dir=tmp_path, model=model, config=FAST) as system:
+        a, b = system.agent("agent_a"), system.agent("agent_b")
+        assert system.agent("agent_a") is a
+        a.remember(say("alpha secret"))
+        b.remember(say("beta secret"))
+        assert a.recall(["secret"]) == "[记忆] alpha secret"
+        assert b.recall(["secret"]) == "[记忆] beta secret"
+        assert a.stats()["nodes"] == b.stats()["nodes"] == 1
+        assert a.sparql("ASK { ?n memory:content \"beta secret\" }") is False
+        assert sorted(system.agents()) == ["agent_a", "agent_b"]
+
+
+def test_use_after_close_raises(data_dir: Path, model: ScriptedModel) -> None:
+    mem = MemoryManager("c", data_dir=data_dir, config=FAST, model=model)
+    with pytest.raises(MemoryClosedError, match="initialize"):
+        mem.remember(say("too early"))
+    mem.initialize()
+    mem.close()
+    mem.close()  # idempotent
+    for call in (
+        lambda: mem.remember(say("x")),
+        lambda: mem.recall(["x"]),
+        lambda: mem.stats(),
+        lambda: mem.sparql("ASK {}"),
+        lambda: mem.run_compression_slice(),
+        lambda: mem.initialize(),
+    ):
+        with pytest.raises(MemoryClosedError):
+            call()
+    assert isinstance(MemoryClosedError("x"), RuntimeError)
+
+
+def test_store_held_elsewhere_raises_store_locked(data_dir: Path, model: ScriptedModel) -> None:
+    with MemoryManager("held", data_dir=data_dir, config=FAST, model=model):
+        other = MemoryManager("held", data_dir=data_dir, config=FAST, model=model)
+        with pytest.raises(StoreLockedError, match=str(data_dir / "held")):
+            other.initialize()
+    # close() released the store: it opens again at once
+    with MemoryManager("held", data_dir=data_dir, config=FAST, model=model) as again:
+        assert again.stats()["nodes"] == 0
+
+
+def test_full_queue_raises_and_journals_nothing(make_manager, model: ScriptedModel) -> None:
+    model.delay = 0.3  # keep the scheduler busy with the first task
+    mem = make_manager(config=FAST.replace(max_queue_size=2))
+    mem.remember(say("running"))
+    accepted, refused = 1, 0
+    for i in range(6):
+        try:
+            mem.remember(say(f"queued {i}"))
+            accepted += 1
+        except QueueFullError:
+            refused += 1
+    assert refused >= 1
+    journalled = len(mem.journal.tasks())
+    assert journalled <= accepted
+    assert mem.wait_idle(60)
+    assert mem.stats()["nodes"] == accepted
+
+
+def test_sparql_is_read_only_and_typed(mem: MemoryManager) -> None:
+    remember(mem, "JWT login | token expiry")
+    rows = mem.sparql(
+        "SELECT ?c ?s WHERE { ?n memory:content ?c ; memory:scanCount ?s } ORDER BY ?c"
+    )
+    assert rows == [{"c": "JWT login", "s": 0}, {"c": "token expiry", "s": 0}]
+    assert mem.sparql("ASK { ?n a memory:Node }") is True
+    triples = mem.sparql("CONSTRUCT { ?n memory:phrase ?p } WHERE { ?n memory:phrase ?p }")
+    assert isinstance(triples, list) and len(triples) == 2
+    # unbound variables are absent
+    opt = mem.sparql("SELECT ?n ?r WHERE { ?n a memory:Node OPTIONAL { ?n memory:relation ?r } }")
+    assert all(set(r) == {"n"} for r in opt)  # type: ignore[arg-type]
+    # the journal and metadata graphs are not visible
+    assert mem.sparql("ASK { GRAPH ?g { ?s ?p ?o } }") is False
+    for update in (
+        "DELETE WHERE { ?s ?p ?o }",
+        "PREFIX x: <http://x/> INSERT DATA { x:a x:b x:c }",
+        "# comment\nCLEAR ALL",
+        "  drop default",
+    ):
+        with pytest.raises(UpdateRefusedError, match="read-only"):
+            mem.sparql(update)
+    with pytest.raises(SparqlError, match="invalid SPARQL"):
+        mem.sparql("SELEC ?x WHERE {")
+    assert mem.stats()["nodes"] == 2
+
+
+def test_config_type_checked(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="config"):
+        MemoryManager("a", data_dir=tmp_path, config={"focus_limit": 3})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="model"):
+        MemoryManager("a", data_dir=tmp_path, model=object())  # type: ignore[arg-type]
+    assert Config().focus_limit == 5
+
+
+def test_default_model_and_data_dir_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMORY_RDF_DATA_DIR", str(tmp_path / "env_data"))
+    with MemoryManager("envagent") as mem:
+        mem.remember(say("张伟负责JWT登录，下周三发布"))
+        assert "JWT" in mem.recall(["jwt"])
+    assert (tmp_path / "env_data" / "envagent").is_dir()
+
+
+def test_public_names() -> None:
+    for name in ("MemoryManager", "MemorySystem", "Config", "Message", "Processed", "SmallModel",
+                 "MemoryRDFError", "QueueFullError", "MemoryClosedError", "StoreLockedError",
+                 "HeuristicModel"):
+        assert name in memory_rdf.__all__ and hasattr(memory_rdf, name)
+    assert memory_rdf.__all__ == sorted(memory_rdf.__all__)
+    for exc in (QueueFullError, MemoryClosedError, StoreLockedError, SparqlError):
+        assert issubclass(exc, MemoryRDFError)
