@@ -33,6 +33,7 @@ SPARQL syntax error, a refused update, a store written by a newer schema — are
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -151,10 +152,8 @@ def _store_bytes(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # a file compacted away while we walked
                 total += os.stat(os.path.join(root, name)).st_size
-            except OSError:  # a file compacted away while we walked
-                pass
     return total
 
 

@@ -115,11 +115,13 @@ class Metadata:
         self._store = store
         s = f"<{V.META_SUBJECT}>"
         rows = self._store.rows(
-            f"""SELECT ?version ?agent ?last WHERE {{ GRAPH {_M} {{
+            f"""SELECT ?version ?agent ?last ?seq WHERE {{ GRAPH {_M} {{
                 {s} {V.m('schemaVersion')} ?version .
                 OPTIONAL {{ {s} {V.m('agentId')} ?agent }}
-                OPTIONAL {{ {s} {V.m('lastCreatedAt')} ?last }} }} }}"""
+                OPTIONAL {{ {s} {V.m('lastCreatedAt')} ?last }}
+                OPTIONAL {{ {s} {V.m('nodeSequence')} ?seq }} }} }}"""
         )
+        self.node_sequence = 0
         if not rows:
             self.last_created_at: datetime | None = None
             if not store.read_only:
@@ -135,7 +137,8 @@ class Metadata:
                 )
                 store.commit(batch)
             return
-        version, _agent, last = rows[0]
+        version, _agent, last, seq = rows[0]
+        self.node_sequence = int(seq or 0)
         if int(version) > V.SCHEMA_VERSION:
             raise SchemaVersionError(
                 f"the memory store {store.path} was written by a newer memory_rdf "
@@ -143,13 +146,20 @@ class Metadata:
             )
         self.last_created_at = last
 
-    def set_last_created_at(self, batch: WriteBatch, value: datetime) -> None:
+    def record_creation(self, batch: WriteBatch, last_created_at: datetime, sequence: int) -> None:
+        """Add to ``batch``: the newest createdAt and creation sequence number handed out."""
         s = f"<{V.META_SUBJECT}>"
-        batch.operation(
-            f"DELETE WHERE {{ GRAPH {_M} {{ {s} {V.m('lastCreatedAt')} ?old }} }}"
+        for prop in ("lastCreatedAt", "nodeSequence"):
+            batch.operation(f"DELETE WHERE {{ GRAPH {_M} {{ {s} {V.m(prop)} ?old }} }}")
+        batch.insert(
+            [
+                triple(s, V.m("lastCreatedAt"), lit(last_created_at)),
+                triple(s, V.m("nodeSequence"), lit(sequence)),
+            ],
+            graph=V.META_GRAPH,
         )
-        batch.insert([triple(s, V.m("lastCreatedAt"), lit(value))], graph=V.META_GRAPH)
-        self.last_created_at = value
+        self.last_created_at = last_created_at
+        self.node_sequence = sequence
 
 
 def _now() -> datetime:

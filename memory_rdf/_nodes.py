@@ -28,6 +28,7 @@ class NodeData:
     keywords: list[str]
     created_at: datetime
     original_length: int
+    seq: int  # creation sequence number of the agent (orders scans, SPEC §5.3)
     scan_count: int = 0
     terms: list[str] = field(default_factory=list)
 
@@ -40,6 +41,7 @@ def node_triples(node: NodeData) -> list[str]:
         triple(s, V.PHRASE, lit(node.phrase)),
         triple(s, V.CREATED_AT, lit(node.created_at)),
         triple(s, V.SCAN_COUNT, lit(node.scan_count)),
+        triple(s, V.SCAN_ORDER, lit(V.scan_key(node.scan_count, node.seq))),
         triple(s, V.ORIGINAL_LENGTH, lit(node.original_length)),
     ]
     out.extend(triple(s, V.KEYWORD, lit(k)) for k in dict.fromkeys(node.keywords))
@@ -96,6 +98,7 @@ class NodeStore:
             keywords=sorted(str(k) for k in props.get(V.MEMORY + "keyword", [])),
             created_at=one("createdAt"),  # type: ignore[arg-type]
             original_length=int(one("originalLength")),  # type: ignore[call-overload]
+            seq=int(one("scanOrder")) & ((1 << V.SEQ_BITS) - 1),  # type: ignore[call-overload]
             scan_count=int(one("scanCount")),  # type: ignore[call-overload]
             terms=sorted(str(t) for t in props.get(V.MEMORY + "term", [])),
         )

@@ -201,12 +201,15 @@ class Rememberer:
         if self.make_room is not None:
             self.make_room(batch, len(ids), {nid for nid, _ in current})
         created = None
+        seq = self.metadata.node_sequence
         for nid, p in zip(ids, processed, strict=True):
             created = self.clock.next()
+            seq += 1
             terms = index_terms(p.content, p.keywords) if cfg.keyword_index else []
             self.nodes.add(
                 batch,
-                NodeData(nid, p.content, p.phrase, p.keywords, created, len(p.content), 0, terms),
+                NodeData(nid, p.content, p.phrase, p.keywords, created, len(p.content), seq,
+                         0, terms),
             )
         links: list[LinkData] = []
         w = cfg.link_initial_strength
@@ -222,7 +225,7 @@ class Rememberer:
         self.links.add(batch, links)
         self.focus.update(batch, current, ids[-cfg.focus_limit :])
         if created is not None:
-            self.metadata.set_last_created_at(batch, created)
+            self.metadata.record_creation(batch, created, seq)
         self.journal.remove(batch, task.id)
         self.store.commit(batch)
         return ids

@@ -24,6 +24,13 @@ PREFIXES = {"memory": MEMORY, "node": NODE, "link": LINK, "xsd": XSD}
 
 SCHEMA_VERSION = 1
 
+#: memory:scanOrder = scanCount << SEQ_BITS | creation sequence (the scan-order index, §5.3).
+SEQ_BITS = 32
+
+
+def scan_key(scans: int, seq: int) -> int:
+    return (scans << SEQ_BITS) | seq
+
 
 def m(local: str) -> str:
     """``<memory:local>`` ready to splice into SPARQL."""
@@ -39,6 +46,7 @@ PHRASE = m("phrase")
 KEYWORD = m("keyword")
 CREATED_AT = m("createdAt")
 SCAN_COUNT = m("scanCount")
+SCAN_ORDER = m("scanOrder")
 ORIGINAL_LENGTH = m("originalLength")
 TERM = m("term")
 TERM_COUNT = m("termCount")

@@ -23,6 +23,8 @@ class ScriptedModel:
     fail: dict[str, int] = field(default_factory=dict)  # call kind -> failures left (-1 = always)
     calls: dict[str, int] = field(default_factory=dict)
     delay: float = 0.0
+    compress_delay: float = 0.0  # sleep in process() calls that carry a target length
+    compress_calls: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _enter(self, kind: str) -> None:
@@ -46,6 +48,11 @@ class ScriptedModel:
 
     def process(self, text: str, target_length: int | None = None) -> Processed:
         self._enter("process")
+        if target_length is not None:
+            with self.lock:
+                self.compress_calls.append((text, target_length))
+            if self.compress_delay:
+                time.sleep(self.compress_delay)
         content = text if target_length is None else text[:target_length]
         keywords = self.keywords.get(content, [w for w in content.split() if w.isupper()])
         return Processed(content, content[:10], keywords)

@@ -26,6 +26,7 @@ DATATYPE_PROPERTIES = {
     "keyword": XSD.string,
     "createdAt": XSD.dateTime,
     "scanCount": XSD.integer,
+    "scanOrder": XSD.integer,
     "originalLength": XSD.integer,
     "term": XSD.string,
     "termCount": XSD.integer,
@@ -36,6 +37,7 @@ DATATYPE_PROPERTIES = {
     "schemaVersion": XSD.integer,
     "agentId": XSD.string,
     "lastCreatedAt": XSD.dateTime,
+    "nodeSequence": XSD.integer,
     "taskText": XSD.string,
     "taskSeq": XSD.integer,
     "taskStatus": XSD.string,
@@ -46,9 +48,9 @@ DATATYPE_PROPERTIES = {
 #: At most one value per subject, which is what owl:FunctionalProperty says; shapes.ttl
 #: checks which of them are required as well.
 FUNCTIONAL = {
-    "content", "phrase", "createdAt", "scanCount", "originalLength", "termCount",
+    "content", "phrase", "createdAt", "scanCount", "scanOrder", "originalLength", "termCount",
     "source", "target", "strength", "relation", "focusOrder",
-    "schemaVersion", "agentId", "lastCreatedAt",
+    "schemaVersion", "agentId", "lastCreatedAt", "nodeSequence",
     "taskText", "taskSeq", "taskStatus", "attempts", "lastError", "acceptedAt",
 }  # fmt: skip
 
@@ -169,6 +171,7 @@ node:a a memory:Node ;
     memory:keyword "JWT", "登录" ;
     memory:createdAt "2026-09-07T10:00:00.1Z"^^xsd:dateTime ;
     memory:scanCount 3 ;
+    memory:scanOrder 12884901889 ;
     memory:originalLength 21 ;
     memory:term "jwt", "登录", "token" ;
     memory:termCount 3 ;
@@ -179,6 +182,7 @@ node:b a memory:Node ;
     memory:phrase "选PG" ;
     memory:createdAt "2026-09-07T10:00:00.2Z"^^xsd:dateTime ;
     memory:scanCount 0 ;
+    memory:scanOrder 2 ;
     memory:originalLength 16 ;
     memory:focusOrder 7 ;
     memory:link node:a, node:gone .
