@@ -6,10 +6,11 @@ import threading
 import time
 
 import pytest
-from _graph import focus, ids_by_content, links, set_strength
-from helpers import FAST, ScriptedModel, remember
 
 from memory_rdf import MemoryManager
+
+from _graph import focus, ids_by_content, links, set_strength
+from helpers import FAST, ScriptedModel, remember
 
 A, B, C = "aaaaaaaaaa first memory", "bbbbbbbbbb second memory", "cccccccccc third memory"
 
