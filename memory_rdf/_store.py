@@ -306,6 +306,13 @@ class AgentStore:
     def optimize(self) -> None:
         self.store.optimize()
 
+    def bulk_load_nquads(self, path: Path) -> None:
+        """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
+        try:
+            self.store.bulk_load(path=str(path), format=ox.RdfFormat.N_QUADS)
+        except (OSError, SyntaxError) as exc:
+            raise StoreError(f"cannot bulk-load {path} into {self.path}: {exc}") from exc
+
     # -- internal queries ----------------------------------------------------------------------
 
     def rows(self, query: str) -> list[tuple[Any, ...]]:

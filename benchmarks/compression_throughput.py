@@ -1,0 +1,79 @@
+"""Compression throughput and the cost of choosing the next batch (SPEC §5.2, §5.3).
+
+For each size: a store shaped like real remembers with aged links (some nodes below
+importance 1), then
+
+* next batch: ``Compressor.next_batch(100)`` through the scanOrder index, against the plain
+  ``ORDER BY`` query over every node (the baseline, measured in the same run);
+* scans/s excluding the model: slices with a model whose ``process`` is a slice of the text;
+* scans/s including the model: slices with the built-in HeuristicModel.
+
+    python benchmarks/compression_throughput.py [--sizes 10000,100000] [--slices 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import FastModel, percentiles, timed  # noqa: E402
+from benchmarks._workload import generate  # noqa: E402
+from memory_rdf import Config, HeuristicModel, MemoryManager, SmallModel  # noqa: E402
+from memory_rdf._store import render  # noqa: E402
+
+
+def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, int, int]:
+    scanned = calls = 0
+    spent = 0.0
+    for _ in range(slices):
+        start = time.perf_counter()
+        report = mem.run_compression_slice()
+        spent += time.perf_counter() - start
+        scanned += report["scanned"]
+        calls += report["model_calls"]
+    return scanned / spent, scanned, calls
+
+
+def run(size: int, slices: int, tmp: Path) -> None:
+    path = tmp / f"agent{size}"
+    start = time.perf_counter()
+    generate(path, size, decay=60)
+    print(f"\n{size:,} nodes: generated and bulk-loaded in {time.perf_counter() - start:.1f} s")
+    config = Config(auto_compress=False, compression_batch_size=100)
+    model: SmallModel
+    for label, model in (("excluding model", FastModel()), ("built-in model", HeuristicModel())):
+        with MemoryManager(path.name, data_dir=tmp, config=config, model=model) as mem:
+            if label == "excluding model":
+                comp = mem.compressor
+                store = mem._store
+                assert store is not None
+                sorted_q = render("scan_order_sorted") + "\nLIMIT 100"
+                assert comp.next_batch(100) == [r[0].rsplit("/", 1)[1] for r in store.rows(sorted_q)]
+                idx = timed(lambda c=comp: c.next_batch(100), 50)
+                full = timed(lambda s=store: s.rows(sorted_q), 5)
+                i50, i95 = percentiles(idx)
+                f50 = statistics.median(full)
+                print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")
+                print(f"  next batch (ORDER BY)   p50 {f50:8.2f} ms   ({f50 / i50:,.0f}× slower)")
+            rate, scanned, calls = scans_per_second(mem, slices)
+            print(f"  scans/s {label:<16} {rate:10,.0f}   ({scanned} scans, {calls} model calls)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--slices", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            run(size, args.slices, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()
