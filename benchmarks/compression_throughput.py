@@ -54,9 +54,10 @@ def run(size: int, slices: int, tmp: Path) -> None:
                 store = mem._store
                 assert store is not None
                 sorted_q = render("scan_order_sorted") + "\nLIMIT 100"
-                assert comp.next_batch(100) == [r[0].rsplit("/", 1)[1] for r in store.rows(sorted_q)]
+                expected = [r[0].rsplit("/", 1)[1] for r in store.rows(sorted_q)]
+                assert comp.next_batch(100) == expected
                 idx = timed(lambda c=comp: c.next_batch(100), 50)
-                full = timed(lambda s=store: s.rows(sorted_q), 5)
+                full = timed(lambda s=store, q=sorted_q: s.rows(q), 5)
                 i50, i95 = percentiles(idx)
                 f50 = statistics.median(full)
                 print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")

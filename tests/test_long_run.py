@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers import FAST, ScriptedModel
 
 from memory_rdf import MemoryManager
+
+from helpers import FAST, ScriptedModel
 
 NODE = "https://w3id.org/memory-rdf/node/"
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from helpers import FAST, ScriptedModel, remember
-
 from memory_rdf import MemoryManager
 from memory_rdf._inspect import validate
+
+from helpers import FAST, ScriptedModel, remember
 
 
 def assert_conforms(mem: MemoryManager) -> None:
@@ -46,7 +46,8 @@ def test_broken_store_does_not_conform(mem: MemoryManager) -> None:
         "<https://w3id.org/memory-rdf/ontology#Link> ; "
         "<https://w3id.org/memory-rdf/ontology#source> <https://w3id.org/memory-rdf/node/x> ; "
         "<https://w3id.org/memory-rdf/ontology#target> <https://w3id.org/memory-rdf/node/y> ; "
-        '<https://w3id.org/memory-rdf/ontology#strength> "0.5"^^<http://www.w3.org/2001/XMLSchema#double> }'
+        '<https://w3id.org/memory-rdf/ontology#strength> '
+        '"0.5"^^<http://www.w3.org/2001/XMLSchema#double> }'
     )
     conforms, report = validate(mem._store)  # type: ignore[arg-type]
     assert not conforms and "source" in report

@@ -1,0 +1,96 @@
+"""SPEC §5.3: one scheduler thread for many agents — turns, backoff, preemption."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from helpers import FAST, ScriptedModel, say
+
+from memory_rdf import MemoryManager, MemorySystem
+
+
+def test_backoff_never_holds_other_agents(tmp_path: Path) -> None:
+    slow = ScriptedModel(fail={"process": 2})  # two failures, then success
+    config = FAST.replace(retry_initial_delay=0.8, retry_max_delay=0.8, max_retries=3)
+    with MemorySystem(data_dir=tmp_path, model=ScriptedModel(), config=config) as system:
+        a = MemoryManager("a", data_dir=tmp_path, config=config, model=slow, system=system)
+        a.initialize()
+        b = system.agent("b")
+        b.remember(say("bee memory"))
+        assert b.wait_idle(10)
+        start = time.monotonic()
+        a.remember(say("aye memory"))  # fails, backs off 0.8 s twice
+        time.sleep(0.1)
+        assert b.recall(["bee"]) == "[记忆] bee memory"
+        assert time.monotonic() - start < 0.7  # served during a's backoff
+        # per-agent FIFO: a's recall waits for a's remember, which lands after the backoff
+        assert a.recall(["aye"]) == "[记忆] aye memory"
+        assert time.monotonic() - start >= 1.5
+        a.close()
+
+
+def test_compression_slices_take_turns_across_agents(tmp_path: Path) -> None:
+    config = FAST.replace(focus_limit=1, compression_batch_size=1)
+    with MemorySystem(data_dir=tmp_path, model=ScriptedModel(), config=config) as system:
+        agents = [system.agent(f"agent{i}") for i in range(3)]
+        for i, mem in enumerate(agents):
+            mem.remember(say(f"first long {i} | second long {i} | third long {i}"))
+        for mem in agents:
+            assert mem.wait_idle(10)
+        for mem in agents:
+            report = mem.run_compression_slice()
+            assert report["scanned"] == 1
+        rows = [mem.sparql("SELECT (SUM(?s) AS ?t) WHERE { ?n memory:scanCount ?s }")
+                for mem in agents]
+        assert [r[0]["t"] for r in rows] == [1, 1, 1]  # type: ignore[index]
+
+
+def test_auto_slices_of_every_agent_run(tmp_path: Path) -> None:
+    config = FAST.replace(focus_limit=1, auto_compress=True)
+    with MemorySystem(data_dir=tmp_path, model=ScriptedModel(), config=config) as system:
+        agents = [system.agent(f"agent{i}") for i in range(3)]
+        for i, mem in enumerate(agents):
+            mem.remember(say(f"first long {i} | second long {i}"))
+        for mem in agents:
+            assert mem.wait_idle(10)
+            scans = mem.sparql("SELECT ?s WHERE { ?n memory:scanCount ?s }")
+            assert sorted(r["s"] for r in scans) == [0, 1]  # type: ignore[index,union-attr]
+
+
+def test_user_work_of_another_agent_preempts_a_slow_slice(tmp_path: Path) -> None:
+    slow = ScriptedModel(compress_delay=0.3)
+    config = FAST.replace(focus_limit=1, link_initial_strength=0.1, auto_compress=True)
+    with MemorySystem(data_dir=tmp_path, model=ScriptedModel(), config=config) as system:
+        a = MemoryManager("a", data_dir=tmp_path, config=config, model=slow, system=system)
+        a.initialize()
+        b = system.agent("b")
+        b.remember(say("bee memory"))
+        assert b.wait_idle(10)
+        a.remember(say(" | ".join(f"segment {i} of a long memory" for i in range(10))))
+        deadline = time.monotonic() + 10
+        while not slow.compress_calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert slow.compress_calls
+        start = time.monotonic()
+        assert b.recall(["bee"]) == "[记忆] bee memory"
+        assert time.monotonic() - start < 0.9
+        assert a.wait_idle(60)
+        a.close()
+
+
+def test_an_exception_in_a_task_does_not_stop_the_thread(make_manager) -> None:
+    class Exploding(ScriptedModel):
+        def relation(self, node_content: str, focus_content: str) -> str:
+            if node_content == "two":
+                raise KeyboardInterrupt  # not even an Exception: still contained
+            return ""
+
+    mem = make_manager(model=Exploding())
+    mem.remember(say("one"))
+    mem.remember(say("two"))  # relation() explodes: the remember fails, the thread lives
+    assert mem.wait_idle(10)
+    assert mem.stats()["failed_tasks"] == 1  # kept, not silently dropped
+    mem.remember(say("three"))
+    assert mem.wait_idle(10)
+    assert mem.recall(["three"]) == "[记忆] three"
