@@ -12,10 +12,11 @@ on a snapshot opened for it and dropped right after, through :func:`inspect_agen
 
 1. open a fresh read-only snapshot;
 2. run the whole operation on it, materializing its result (no lazy iterators escape);
-3. on :class:`~memory_rdf.StoreError` / :class:`OSError` (a file compacted away under the
-   snapshot, a manifest caught mid-rewrite), drop the snapshot, wait a moment and start again
-   from 1 with a new snapshot — at most :data:`ATTEMPTS` times in all, then the last error is
-   raised.
+3. on a store failure — :class:`~memory_rdf.StoreError` / :class:`OSError`, or the
+   ``RuntimeError`` ("Corruption: … No such file or directory … *.sst") RocksDB raises when
+   the writer's compaction deleted a file the snapshot's manifest still names — drop the
+   snapshot, wait a moment (:data:`RETRY_DELAY`, doubling) and start again from 1 with a new
+   snapshot; after :data:`ATTEMPTS` tries in all, raise :class:`~memory_rdf.StoreError`.
 
 An operation is all-or-nothing per snapshot, so a retried result is never a mix of two
 snapshots. Errors that another snapshot cannot cure — an unknown agent, a bad agent id, a
@@ -106,11 +107,12 @@ def open_for_inspection(
 
 
 def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, SchemaVersionError):
-        return False
-    if isinstance(exc, StoreError):
-        return True
-    return isinstance(exc, OSError) and not isinstance(exc, MemoryRDFError)
+    """Failures a fresh snapshot can cure: the store's own I/O errors, and the ``RuntimeError``
+    ("Corruption: … No such file …") that RocksDB raises when the writer compacted away a file
+    the snapshot's manifest still names."""
+    if isinstance(exc, MemoryRDFError):
+        return isinstance(exc, StoreError) and not isinstance(exc, SchemaVersionError)
+    return isinstance(exc, OSError | RuntimeError) or type(exc).__name__ == "PanicException"
 
 
 def inspect_agent(
@@ -133,14 +135,26 @@ def inspect_agent(
         try:
             store = open_for_inspection(agent_id, data_dir)
             return operation(store)
-        except Exception as exc:
-            if attempt >= attempts or not _retryable(exc):
+        except BaseException as exc:
+            if not _retryable(exc):
                 raise
+            if attempt >= attempts:
+                if isinstance(exc, StoreError):
+                    raise
+                raise StoreError(
+                    f"cannot read the memory store {agent_path(agent_id, data_dir)} "
+                    f"({_one_line(str(exc)) or type(exc).__name__}); its writer may be "
+                    "rewriting files right now: try again"
+                ) from exc
         finally:
             if store is not None:
                 store.close()
         time.sleep(delay)
         delay *= 2
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,766 @@
+"""The ``memory-rdf`` command line (SPEC §6).
+
+Commands: ``demo``, ``remember``, ``recall``, ``compress`` (these open the agent read-write,
+through :class:`~memory_rdf.MemoryManager`) and ``sparql``, ``export``, ``stats``, ``validate``
+(read-only inspection through :mod:`memory_rdf._inspect`: they never write and work while
+another process holds the agent).
+
+Exit codes: 0 success; 1 an error (one line on stderr, never a traceback), or ``validate``
+found violations; 2 a usage error, an invalid agent id or an unknown agent (nothing created).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.cells import cell_len
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from memory_rdf import __version__
+from memory_rdf import _vocab as V
+from memory_rdf._config import Config, Templates
+from memory_rdf._exceptions import (
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryRDFError,
+    StoreLockedError,
+    UnknownAgentError,
+    UpdateRefusedError,
+)
+from memory_rdf._inspect import (
+    agent_exists,
+    agent_path,
+    inspect_agent,
+    inspect_stats,
+)
+from memory_rdf._inspect import validate as shacl_validate
+from memory_rdf._manager import MemoryManager, validate_agent_id
+from memory_rdf._resources import data_text
+from memory_rdf._store import AgentStore
+from memory_rdf._types import Message, SmallModel, coerce_messages
+
+__all__ = ["cli", "main"]
+
+T = TypeVar("T")
+
+DEBUG_ENV = "MEMORY_RDF_DEBUG"
+
+
+class CliError(Exception):
+    """An error the command line reports as one line, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _stdout() -> Console:
+    return Console(highlight=False)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def _say(console: Console, text: str) -> None:
+    """A plain line: no markup (user data may contain brackets), no hard wrapping."""
+    console.print(text, markup=False, soft_wrap=True)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def _agent(agent: str) -> str:
+    """Check an agent id before any file is touched (exit 2 when invalid)."""
+    try:
+        return validate_agent_id(agent)
+    except (InvalidInputError, InvalidTypeError) as exc:
+        raise CliError(str(exc), 2) from None
+
+
+def _existing_agent(agent: str, data_dir: Path) -> str:
+    """An agent that must already have a store (exit 2, creating nothing, when it has none)."""
+    _agent(agent)
+    if not agent_exists(agent, data_dir):
+        raise UnknownAgentError(
+            f"unknown agent {agent!r}: no memory store at {agent_path(agent, data_dir)}"
+        )
+    return agent
+
+
+def _inspect(agent: str, data_dir: Path, operation: Callable[[AgentStore], T]) -> T:
+    _agent(agent)
+    return inspect_agent(agent, data_dir, operation)
+
+
+def _model() -> SmallModel | None:
+    """The small model chosen by ``MEMORY_RDF_MODEL`` (``model_from_env``), else the default."""
+    from memory_rdf import small_model
+
+    factory = getattr(small_model, "model_from_env", None)
+    return factory() if callable(factory) else None
+
+
+@contextlib.contextmanager
+def _open_manager(
+    agent: str, data_dir: Path, config: Config, model: SmallModel | None = None
+) -> Iterator[MemoryManager]:
+    """The agent opened read-write. On success its queued work finishes before it closes; on
+    an error or Ctrl-C it closes at once, and unprocessed remembers stay journalled for the
+    next start (SPEC §5.1)."""
+    mem = MemoryManager(agent, data_dir=data_dir, config=config, model=model)
+    try:
+        mem.initialize()
+        yield mem
+    except BaseException:
+        mem.close(timeout=0)
+        raise
+    mem.close()
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def _write_bytes(data: bytes) -> None:
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+_TOKEN = re.compile(r"\s+|[^\s\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]+|.")
+
+
+_NO_LINE_START = frozenset("，。、；：？！）」』”’》〉】,.;:?!)")
+
+
+def wrap_text(text: str, width: int) -> str:
+    """Wrap to ``width`` terminal cells, breaking between CJK characters as well as at spaces
+    (rich breaks only at spaces, which leaves ragged Chinese lines)."""
+    width = max(width, 8)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        current = ""
+        for token in _TOKEN.findall(paragraph):
+            if cell_len(current) + cell_len(token) <= width:
+                current += token
+                continue
+            if token.isspace():
+                lines.append(current.rstrip())
+                current = ""
+                continue
+            carry = ""
+            if token in _NO_LINE_START and len(current) > 1 and cell_len(current[-1]) == 2:
+                carry, current = current[-1], current[:-1]  # keep "，" off the line start
+            if current.strip():
+                lines.append(current.rstrip())
+            token = carry + token
+            while cell_len(token) > width:  # a word longer than a line: fold it
+                cut = len(token)
+                while cut > 1 and cell_len(token[:cut]) > width:
+                    cut -= 1
+                lines.append(token[:cut])
+                token = token[cut:]
+            current = token
+        lines.append(current.rstrip())
+    return "\n".join(lines)
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="MEMORY_RDF_DATA_DIR",
+        default="memory_data",
+        show_default=True,
+        show_envvar=True,
+        help="Directory holding one store directory per agent.",
+    )(func)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command group
+# ---------------------------------------------------------------------------------------------
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, prog_name="memory-rdf")
+def cli() -> None:
+    """Long-term associative memory for LLM agents, stored as RDF (Oxigraph).
+
+    Each agent's memory lives in DATA_DIR/AGENT. Inspection commands (sparql, export, stats,
+    validate) are read-only and work while another process runs the agent.
+
+    \b
+    Exit codes: 0 ok; 1 error (or validate found violations);
+                2 usage error, invalid agent id or unknown agent.
+
+    \b
+    Example:
+      memory-rdf demo && memory-rdf recall demo JWT
+    """
+
+
+# -- demo ---------------------------------------------------------------------------------------
+
+_DEMO_RECALLS: dict[str, list[tuple[str, list[str], dict[str, Any]]]] = {
+    "zh": [
+        ("JWT 的 token 有效期是多久？", ["JWT"], {}),
+        ("当初为什么选 PostgreSQL？", ["PostgreSQL", "数据库"], {}),
+        ("项目总预算是多少？（depth=3）", ["预算"], {"depth": 3}),
+    ],
+    "en": [
+        ("How long does a login last?", ["JWT"], {}),
+        ("Which database did we pick?", ["PostgreSQL", "database"], {}),
+        ("What is the budget? (depth=3)", ["budget"], {"depth": 3}),
+    ],
+}
+
+
+def _wipe_agent(path: Path, console: Console) -> None:
+    """Remove an existing agent directory (the caller checked that no process holds it)."""
+    if not path.exists():
+        return
+    if not (path / "CURRENT").is_file():
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+            return
+        raise CliError(f"{path} exists but is not a memory store; remove it or use --agent")
+    _say(console, f"Agent directory {path} already exists: wiping it first.")
+    shutil.rmtree(path)
+
+
+@cli.command(short_help="Remember, compress and recall the bundled demo chat.")
+@click.option("--agent", default="demo", show_default=True, help="Agent id to (re)create.")
+@click.option("--english", is_flag=True, help="Use the English demo conversation.")
+@click.option(
+    "--slices", default=3, show_default=True, type=click.IntRange(0, 1000),
+    help="Compression slices to run after remembering.",
+)
+@data_dir_option
+def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
+    """Remember the bundled demo conversation, compress, recall, show stats.
+
+    Wipes the agent first when it exists. The last session of the conversation is held back:
+    its questions are what the recalls ask. Runs offline (built-in heuristic model).
+
+    \b
+    Example:
+      memory-rdf demo --data-dir /tmp/memory && memory-rdf stats demo --data-dir /tmp/memory
+    """
+    out = _stdout()
+    _agent(agent)
+    path = agent_path(agent, data_dir)
+    data = json.loads(data_text("demo_conversation_en.json" if english else
+                                "demo_conversation.json"))
+    sessions = data["sessions"]
+    remembered = sessions[:-1] if len(sessions) > 1 else sessions
+    if (path / "CURRENT").is_file():
+        AgentStore(path).close()  # StoreLockedError when another process runs the agent
+    out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
+    _wipe_agent(path, out)
+    config = Config(
+        auto_compress=False, templates=Templates.english() if english else Templates()
+    )
+    started = time.perf_counter()
+    with MemoryManager(agent, data_dir=data_dir, config=config) as mem:
+        with _progress(out) as progress:
+            task = progress.add_task("Remembering sessions", total=len(remembered))
+            for session in remembered:
+                progress.update(task, description=f"Remembering {session['name']}")
+                mem.remember(session["messages"])
+                mem.wait_idle()
+                progress.advance(task)
+            progress.update(task, description="Remembered")
+        stats = mem.stats()
+        n_messages = sum(len(s["messages"]) for s in remembered)
+        _say(
+            out,
+            f"Remembered {len(remembered)} sessions ({n_messages} messages) → "
+            f"{stats['nodes']} nodes, {stats['links']} links in "
+            f"{time.perf_counter() - started:.1f} s (store: {path})",
+        )
+        if slices:
+            out.print()
+            _say(out, f"Compression ({slices} slices):")
+        for i in range(1, slices + 1):
+            r = mem.run_compression_slice()
+            _say(
+                out,
+                f"  slice {i}: scanned {r['scanned']}, compressed {r['compressed']}, "
+                f"forgotten {r['forgotten']}, links removed {r['links_removed']}, "
+                f"model calls {r['model_calls']}, {r['elapsed_ms']:.0f} ms",
+            )
+        lang = "en" if english else "zh"
+        for question, keywords, kwargs in _DEMO_RECALLS[lang]:
+            text = mem.recall(keywords, **kwargs)
+            out.print()
+            args = json.dumps(keywords, ensure_ascii=False)
+            extra = "".join(f", {k}={v}" for k, v in kwargs.items())
+            out.print(Text(f"{question}   recall({args}{extra})", style="bold"))
+            body = wrap_text(text or "(nothing recalled)", out.width - 4)
+            out.print(Panel(Text(body), expand=True))
+        stats = mem.stats()
+        texts = mem.nodes.texts(stats["focus"])
+        phrases = [texts[nid][1] for nid in stats["focus"] if nid in texts]
+    out.print()
+    table = Table(title="Agent stats", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    table.add_row("nodes", str(stats["nodes"]))
+    table.add_row("links", str(stats["links"]))
+    table.add_row("dangling links", str(stats["dangling_links"]))
+    table.add_row("focus phrases", Text("\n".join(phrases) or "-"))
+    table.add_row("model calls", str(stats["model_calls"]))
+    out.print(table)
+    flag = f" --data-dir {shlex.quote(str(data_dir))}" if str(data_dir) != "memory_data" else ""
+    _say(out, f"Next: memory-rdf recall {agent} JWT{flag}   |   memory-rdf stats {agent}{flag}")
+
+
+# -- remember -----------------------------------------------------------------------------------
+
+
+def _read_input(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    return _read_file(Path(source))
+
+
+def _read_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _parse_batches(text: str, source: str) -> list[list[Message]]:
+    """The remembers of an input: a list of messages is one remember; an object with
+    ``messages`` is one; an object with ``sessions`` (each with ``messages``) is one per
+    session."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{source}: not valid JSON ({exc})") from None
+    if isinstance(data, dict) and isinstance(data.get("sessions"), list):
+        raw = [s.get("messages") if isinstance(s, dict) else s for s in data["sessions"]]
+        where = [f"sessions[{i}].messages" for i in range(len(raw))]
+    elif isinstance(data, dict) and "messages" in data:
+        raw, where = [data["messages"]], ["messages"]
+    else:
+        raw, where = [data], ["input"]
+    if not raw:
+        raise CliError(f"{source}: no sessions to remember")
+    batches = []
+    for value, name in zip(raw, where, strict=True):
+        if isinstance(value, dict | str) or not isinstance(value, list):
+            raise CliError(
+                f"{source}: {name} must be a JSON list of {{\"role\", \"content\"}} messages"
+            )
+        try:
+            batches.append(coerce_messages(value))
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise CliError(f"{source}: {name}: {exc}") from None
+    return batches
+
+
+@cli.command(short_help="Remember messages from a JSON file or stdin.")
+@click.argument("agent")
+@click.argument("file", metavar="FILE|-")
+@data_dir_option
+def remember(agent: str, file: str, data_dir: Path) -> None:
+    """Remember messages from a JSON file (or - for stdin); creates the agent if new.
+
+    FILE holds a JSON list of {"role": "user"|"assistant"|"system", "content": "..."}
+    messages (one remember), or {"sessions": [{"messages": [...]}, ...]} (one remember per
+    session). Waits until everything is processed, then prints the node count.
+
+    \b
+    Example:
+      echo '[{"role": "user", "content": "我们用 PostgreSQL"}]' | memory-rdf remember bot -
+    """
+    _agent(agent)
+    batches = _parse_batches(_read_input(file), "stdin" if file == "-" else file)
+    err = _stderr()
+    with _open_manager(agent, data_dir, Config(), _model()) as mem:
+        for batch in batches:
+            mem.remember(batch)
+        # Progress = journalled remembers landed (a cheap query on the journal graph; tasks
+        # resumed from an earlier run count too). wait_idle also waits for compression.
+        total = max(mem.journal.count("pending"), len(batches))
+        with _progress(err) as progress:
+            task = progress.add_task("Remembering", total=total)
+            while not mem.wait_idle(timeout=0.2):
+                pending = mem.journal.count("pending")
+                progress.update(task, completed=max(total - pending, 0))
+            progress.update(task, completed=total)
+        nodes = mem.stats()["nodes"]
+        failed = mem.stats()["failed_tasks"]
+    click.echo(f"agent {agent!r}: {nodes} nodes now ({agent_path(agent, data_dir)})")
+    if failed:
+        _say(err, f"warning: {failed} remember(s) failed and are kept in the journal")
+
+
+# -- recall -------------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Print what the agent recalls (plain text).")
+@click.argument("agent")
+@click.argument("keywords", nargs=-1, metavar="[KEYWORD]...")
+@click.option("--relation", "-r", "relations", multiple=True,
+              help="Follow only links with this relation name (repeatable).")
+@click.option("--depth", "-d", type=click.IntRange(min=0), default=None,
+              help="Hops from the entry nodes (default: the config's default_search_depth).")
+@click.option("--entry", type=click.Choice(["focus", "keywords", "both"]), default="focus",
+              show_default=True, help="Where the walk starts (SPEC §5.5).")
+@data_dir_option
+def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
+           depth: int | None, entry: str, data_dir: Path) -> None:
+    """Print what the agent recalls for KEYWORDs (plain text, for pipes).
+
+    No keyword matches every reached node. Opens the agent, so it fails (exit 1) while
+    another process holds it.
+
+    \b
+    Example:
+      memory-rdf recall demo PostgreSQL 数据库 --depth 3 --entry both
+    """
+    _existing_agent(agent, data_dir)
+    with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
+        text = mem.recall(list(keywords), relations=list(relations) or None, depth=depth,
+                          entry=entry)
+    if text:
+        click.echo(text)
+    else:
+        click.echo("(nothing recalled)", err=True)
+
+
+# -- compress -----------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Run compression slices now.")
+@click.argument("agent")
+@click.option("--slices", "-n", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Compression slices to run.")
+@data_dir_option
+def compress(agent: str, slices: int, data_dir: Path) -> None:
+    """Run compression slices now (decay, shorten, forget) and print their totals.
+
+    \b
+    Example:
+      memory-rdf compress demo --slices 20
+    """
+    _existing_agent(agent, data_dir)
+    keys = ("scanned", "compressed", "forgotten", "links_removed", "model_calls")
+    totals = dict.fromkeys(keys, 0)
+    elapsed = 0.0
+    with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
+        before = mem.stats()["nodes"]
+        with _progress(_stderr()) as progress:
+            task = progress.add_task("Compressing", total=slices)
+            for _ in range(slices):
+                report = mem.run_compression_slice()
+                for k in keys:
+                    totals[k] += int(report.get(k, 0))
+                elapsed += float(report.get("elapsed_ms", 0.0))
+                progress.advance(task)
+        after = mem.stats()["nodes"]
+    click.echo(
+        f"{slices} slices: scanned {totals['scanned']}, compressed {totals['compressed']}, "
+        f"forgotten {totals['forgotten']}, links removed {totals['links_removed']}, "
+        f"model calls {totals['model_calls']}, {elapsed:.0f} ms; nodes {before} → {after}"
+    )
+
+
+# -- sparql -------------------------------------------------------------------------------------
+
+_SHORT = [("rdf:type", V.RDF_TYPE)] + [(f"{p}:", iri) for p, iri in V.PREFIXES.items()]
+
+
+def _short_iri(iri: str) -> str:
+    for short, full in _SHORT:
+        if iri == full and not short.endswith(":"):
+            return short
+        if short.endswith(":") and iri.startswith(full):
+            return short + iri[len(full):]
+    return f"<{iri}>"
+
+
+def _cell(term: dict[str, Any] | None) -> str:
+    """A W3C SPARQL JSON results term as table text."""
+    if term is None:
+        return ""
+    kind, value = term.get("type"), term.get("value", "")
+    if kind == "uri":
+        return _short_iri(str(value))
+    if kind == "bnode":
+        return f"_:{value}"
+    if kind == "triple" and isinstance(value, dict):
+        parts = (_cell(value.get(k)) for k in ("subject", "predicate", "object"))
+        return "<< " + " ".join(parts) + " >>"
+    if "xml:lang" in term:
+        return f"{value}@{term['xml:lang']}"
+    return str(value)
+
+
+def _python_cell(value: Any) -> str:
+    if isinstance(value, str) and "://" in value and " " not in value:
+        return _short_iri(value)
+    return str(value)
+
+
+def _read_query(query: str) -> str:
+    if query in ("-", "@-"):
+        return sys.stdin.read()
+    if query.startswith("@"):
+        return _read_file(Path(query[1:]))
+    return query
+
+
+@cli.command(short_help="Run a read-only SPARQL query.")
+@click.argument("agent")
+@click.argument("query", metavar="QUERY|@FILE.rq")
+@click.option("--format", "-f", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]),
+              default="table", show_default=True,
+              help="table for people; json/csv/tsv: W3C SPARQL results formats.")
+@data_dir_option
+def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
+    """Run a read-only SPARQL query over the agent's memory graph.
+
+    The memory:, node:, link: and xsd: prefixes are predeclared. @FILE reads the query from
+    a file, - or @- from stdin. CONSTRUCT/DESCRIBE results are printed as N-Triples in the
+    json/csv/tsv formats. SPARQL Update is refused.
+
+    \b
+    Example:
+      memory-rdf sparql demo 'SELECT ?p WHERE { ?n memory:phrase ?p }' --format csv
+    """
+    text = _read_query(query)
+
+    def refused() -> CliError:
+        return CliError("SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: "
+                        "sparql is read-only")
+
+    if fmt != "table":
+        try:
+            data = _inspect(agent, data_dir, lambda s: s.user_query_serialized(text, fmt))
+        except UpdateRefusedError:
+            raise refused() from None
+        _write_bytes(data)
+        return
+
+    def run(store: AgentStore) -> Any:
+        raw = store.user_query_serialized(text, "json")
+        if raw.lstrip().startswith(b"{"):
+            return json.loads(raw)
+        return store.user_query(text)  # CONSTRUCT / DESCRIBE: triples
+
+    try:
+        result = _inspect(agent, data_dir, run)
+    except UpdateRefusedError:
+        raise refused() from None
+    out = _stdout()
+    if isinstance(result, dict) and "boolean" in result:
+        click.echo("true" if result["boolean"] else "false")
+        return
+    if isinstance(result, dict):
+        columns = list(result.get("head", {}).get("vars", []))
+        bindings = result.get("results", {}).get("bindings", [])
+        rows = [[_cell(b.get(c)) for c in columns] for b in bindings]
+    else:
+        columns = ["subject", "predicate", "object"]
+        rows = [[_python_cell(v) for v in triple] for triple in result]
+    table = Table(caption=f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(v) for v in row))
+    out.print(table)
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Export the store as RDF.")
+@click.argument("agent")
+@click.option("--format", "-f", "fmt",
+              type=click.Choice(["turtle", "ntriples", "nquads", "trig"]), default="turtle",
+              show_default=True,
+              help="turtle/ntriples: the memory graph; nquads/trig: also journal and metadata.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write to FILE instead of stdout.")
+@data_dir_option
+def export(agent: str, fmt: str, output: Path | None, data_dir: Path) -> None:
+    """Export the agent's store as RDF.
+
+    Turtle and N-Triples hold the memory network (the default graph); N-Quads and TriG add the
+    named graphs (task journal, store metadata): a complete backup.
+
+    \b
+    Example:
+      memory-rdf export demo --format nquads -o demo-backup.nq
+    """
+    data = _inspect(agent, data_dir, lambda s: s.dump(fmt, default_graph_only=False))
+    if output is None:
+        _write_bytes(data)
+        return
+    output.write_bytes(data)
+    _say(_stderr(), f"wrote {_human_bytes(len(data))} ({fmt}) to {output}")
+
+
+# -- stats --------------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Show node, link and focus counts.")
+@click.argument("agent")
+@click.option("--json", "as_json", is_flag=True, help="Print the stats dict as JSON.")
+@data_dir_option
+def stats(agent: str, as_json: bool, data_dir: Path) -> None:
+    """Show the agent's node, link and focus counts (read-only).
+
+    \b
+    Example:
+      memory-rdf stats demo --json
+    """
+    result = _inspect(agent, data_dir, inspect_stats)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+        return
+    table = Table(title=f"Agent {agent}", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("", overflow="fold")
+    table.add_row("nodes", str(result["nodes"]))
+    table.add_row("links", str(result["links"]))
+    table.add_row("dangling links", str(result["dangling_links"]))
+    table.add_row("focus phrases", Text("\n".join(result["focus_phrases"]) or "-"))
+    table.add_row("pending tasks", str(result["pending_tasks"]))
+    table.add_row("failed tasks", str(result["failed_tasks"]))
+    table.add_row("store", Text(str(result["store_path"])))
+    table.add_row("on disk", _human_bytes(int(result["store_bytes"])))
+    _stdout().print(table)
+
+
+# -- validate -----------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Check the store against the SHACL shapes.")
+@click.argument("agent")
+@data_dir_option
+def validate(agent: str, data_dir: Path) -> None:
+    """Check the memory graph against the SHACL shapes; exit 1 with the report if it violates
+    them (needs the shacl extra).
+
+    \b
+    Example:
+      memory-rdf validate demo || echo "store is damaged"
+    """
+    conforms, report = _inspect(agent, data_dir, shacl_validate)
+    if conforms:
+        click.echo(f"agent {agent!r} conforms to the memory_rdf SHACL shapes")
+        return
+    click.echo(report.rstrip())
+    raise CliError(f"agent {agent!r} does not conform to the memory_rdf SHACL shapes", 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------------------------
+
+
+def _error(message: str) -> None:
+    with contextlib.suppress(OSError):  # stderr gone: nothing left to tell
+        click.echo(f"error: {_one_line(message)}", err=True)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code (errors printed as one line)."""
+    try:
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="memory-rdf",
+                      standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else "")
+        return 0
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        _error(f"{exc.format_message()}{hint}")
+        return 2
+    except click.ClickException as exc:
+        _error(exc.format_message())
+        return exc.exit_code
+    except click.Abort:
+        _error("interrupted")
+        return 130
+    except CliError as exc:
+        _error(str(exc))
+        return exc.exit_code
+    except UnknownAgentError as exc:
+        _error(str(exc))
+        return 2
+    except BrokenPipeError:
+        # The reader went away (``memory-rdf export … | head``): silence the final flush.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except StoreLockedError as exc:
+        _error(str(exc))
+        return 1
+    except (MemoryRDFError, OSError) as exc:
+        _error(str(exc) or type(exc).__name__)
+        return 1
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV):
+            raise
+        _error(f"internal error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for details)")
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+def main() -> None:
+    """Console-script entry point (``memory-rdf``)."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()
