@@ -241,6 +241,11 @@ class MemoryManager:
     ) -> None:
         self.close()
 
+    def _on_idle(self) -> None:
+        """Called by the scheduler when the agent's queue empties."""
+        if self._store is not None:
+            self._store.maybe_optimize_in_background()
+
     def _check_open(self) -> AgentStore:
         if self.closed:
             raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")

@@ -292,6 +292,8 @@ class Scheduler:
                     slot.slice_pending = not slot.closing
             elif task in slot.queue:
                 slot.queue.remove(task)
+            if not slot.queue and not slot.closing:
+                slot.manager._on_idle()
             requeue = (
                 isinstance(exc, SegmentationFailed)
                 and task.on_error is not None

@@ -263,6 +263,8 @@ class AgentStore:
         self.path = path
         self.read_only = read_only
         self._write_lock = threading.Lock()
+        self._commits_since_optimize = 0
+        self._optimizer: threading.Thread | None = None
         try:
             if path is None:
                 self._store: ox.Store | None = ox.Store()
@@ -290,6 +292,9 @@ class AgentStore:
     def close(self) -> None:
         """Release the store (and its RocksDB lock): pyoxigraph has no close(), the last
         reference going away is what unlocks it (SPEC §7)."""
+        if self._optimizer is not None:
+            self._optimizer.join()
+            self._optimizer = None
         if self._store is not None:
             if not self.read_only and self.path is not None:
                 with contextlib.suppress(OSError):
@@ -305,6 +310,34 @@ class AgentStore:
 
     def optimize(self) -> None:
         self.store.optimize()
+        self._commits_since_optimize = 0
+
+    #: Writes after which an idle agent's store is compacted in the background. RocksDB keeps
+    #: every write in its log until compaction (~23 kB per node written with small updates),
+    #: and a read-only open — how live inspection works — replays that log: measured at
+    #: 1,800 nodes, an open took 1.1 s before and 0.24 s after an optimize() of 0.3 s.
+    OPTIMIZE_AFTER_COMMITS = 1000
+
+    def maybe_optimize_in_background(self) -> bool:
+        """Compact the store in a background thread once enough writes piled up (RocksDB
+        compaction runs concurrently with reads and writes; close() waits for it)."""
+        if (
+            self.read_only
+            or self.path is None
+            or self._commits_since_optimize < self.OPTIMIZE_AFTER_COMMITS
+            or (self._optimizer is not None and self._optimizer.is_alive())
+        ):
+            return False
+        self._commits_since_optimize = 0
+        store = self.store
+
+        def run() -> None:
+            with contextlib.suppress(OSError):
+                store.optimize()
+
+        self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
+        self._optimizer.start()
+        return True
 
     def bulk_load_nquads(self, path: Path) -> None:
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
@@ -342,6 +375,7 @@ class AgentStore:
             return
         text = batch.text()
         with self._write_lock:
+            self._commits_since_optimize += 1
             try:
                 self.store.update(text, prefixes=V.PREFIXES)
             except SyntaxError as exc:  # a bug of ours, never user input
