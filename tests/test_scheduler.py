@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from helpers import FAST, ScriptedModel, say
-
 from memory_rdf import MemoryManager, MemorySystem
+
+from helpers import FAST, ScriptedModel, say
 
 
 def test_backoff_never_holds_other_agents(tmp_path: Path) -> None:
