@@ -27,13 +27,20 @@ from memory_rdf._exceptions import (
 )
 from memory_rdf._manager import MemoryManager, MemorySystem
 from memory_rdf._types import Message, Processed, SmallModel
-from memory_rdf.small_model import HeuristicModel
+from memory_rdf.small_model import (
+    HeuristicModel,
+    HTTPModel,
+    OllamaModel,
+    OpenAIModel,
+    model_from_env,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Config",
     "ConfigError",
+    "HTTPModel",
     "HeuristicModel",
     "InvalidInputError",
     "InvalidTypeError",
@@ -43,6 +50,8 @@ __all__ = [
     "MemorySystem",
     "Message",
     "ModelError",
+    "OllamaModel",
+    "OpenAIModel",
     "PermanentModelError",
     "Processed",
     "QueueFullError",
@@ -55,4 +64,5 @@ __all__ = [
     "UnknownAgentError",
     "UpdateRefusedError",
     "__version__",
+    "model_from_env",
 ]

@@ -16,6 +16,7 @@ from tenacity import RetryCallState, wait_exponential
 
 from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError, PermanentModelError
+from memory_rdf.small_model._http import thread_usage
 
 T = TypeVar("T")
 
@@ -46,6 +47,9 @@ class CallStats:
     failures: int = 0
     retries: int = 0
     seconds: float = 0.0
+    requests: int = 0  # HTTP requests (HTTP models only)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: CallStats) -> None:
@@ -53,6 +57,9 @@ class CallStats:
         self.failures += other.failures
         self.retries += other.retries
         self.seconds += other.seconds
+        self.requests += other.requests
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
         for k, v in other.by_task.items():
             self.by_task[k] = self.by_task.get(k, 0) + v
 
@@ -62,6 +69,7 @@ def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
     stats.calls += 1
     stats.by_task[label] = stats.by_task.get(label, 0) + 1
     start = time.perf_counter()
+    before = thread_usage()
     try:
         return fn()
     except PermanentModelError:
@@ -74,6 +82,10 @@ def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
         raise ModelError(f"small model {label}() failed: {type(exc).__name__}: {exc}") from exc
     finally:
         stats.seconds += time.perf_counter() - start
+        after = thread_usage()
+        stats.requests += after[0] - before[0]
+        stats.prompt_tokens += after[1] - before[1]
+        stats.completion_tokens += after[2] - before[2]
 
 
 def with_retries(

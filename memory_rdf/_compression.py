@@ -55,6 +55,8 @@ class SliceReport:
     forgotten: int = 0
     links_removed: int = 0
     model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     preempted: bool = False
     elapsed_ms: float = 0.0
 
@@ -65,6 +67,8 @@ class SliceReport:
             "forgotten": self.forgotten,
             "links_removed": self.links_removed,
             "model_calls": self.model_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
             "preempted": self.preempted,
             "elapsed_ms": round(self.elapsed_ms, 3),
         }
@@ -286,7 +290,7 @@ class Compressor:
             return
         if target < len(node.content):
             chunk.flush(self.store)  # a model call may be abandoned: land what is done
-            before = self.stats.calls
+            before = (self.stats.calls, self.stats.prompt_tokens, self.stats.completion_tokens)
             content = node.content
             try:
                 p = yield from with_retries(
@@ -299,7 +303,9 @@ class Compressor:
             except ModelError:
                 pass  # the node stays as it was; decay and scanCount still happen
             finally:
-                report.model_calls += self.stats.calls - before
+                report.model_calls += self.stats.calls - before[0]
+                report.prompt_tokens += self.stats.prompt_tokens - before[1]
+                report.completion_tokens += self.stats.completion_tokens - before[2]
         for key in touching:
             if key[0] in focus:
                 continue  # links out of a focus node do not decay (SPEC §5.2 step 7)

@@ -39,8 +39,10 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from memory_rdf import _vocab as V
+from memory_rdf._config import Config
 from memory_rdf._exceptions import (
     MemoryRDFError,
     SchemaVersionError,
@@ -52,15 +54,21 @@ from memory_rdf._journal import Journal
 from memory_rdf._links import LinkStore
 from memory_rdf._manager import default_data_dir, validate_agent_id
 from memory_rdf._nodes import NodeStore
-from memory_rdf._store import AgentStore
+from memory_rdf._store import AgentStore, lit, render
+
+if TYPE_CHECKING:
+    import rdflib
 
 __all__ = [
     "ATTEMPTS",
+    "IMPORTANCE_BUCKETS",
     "agent_exists",
     "agent_path",
+    "importance_summary",
     "inspect_agent",
     "inspect_stats",
     "open_for_inspection",
+    "open_rdflib_graph",
     "validate",
 ]
 
@@ -171,13 +179,56 @@ def _store_bytes(path: Path) -> int:
     return total
 
 
+#: Upper bounds of the importance histogram of :func:`importance_summary` (the last bucket is
+#: open). Importance below 1 is what compression shortens (SPEC §5.2), so 1 is a bound.
+IMPORTANCE_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
+
+
+def importance_summary(
+    store: AgentStore, threshold: float | None = None
+) -> dict[str, Any]:
+    """How important the agent's memories are: every node's importance (the sum of the
+    strengths of its live links, SPEC §5.2) from one SPARQL aggregate grouped by node
+    (``queries/graph_importance.rq``; it reads every link, which is fine for inspection).
+
+    Returns ``min``, ``median``, ``mean``, ``max`` (``None`` without nodes), ``fading`` (nodes
+    below 1: compression shortens them when it scans them) and ``histogram``: a list of
+    ``{"range": "1–2", "nodes": n}`` over :data:`IMPORTANCE_BUCKETS`.
+    """
+    limit = Config().link_break_threshold if threshold is None else threshold
+    values = sorted(
+        float(v or 0.0)
+        for _node, v in store.rows(render("graph_importance", threshold=lit(float(limit))))
+    )
+    edges = (0.0, *IMPORTANCE_BUCKETS)
+    histogram = []
+    for i, low in enumerate(edges):
+        high = edges[i + 1] if i + 1 < len(edges) else None
+        count = sum(1 for v in values if v >= low and (high is None or v < high))
+        label = f"<{high:g}" if i == 0 else f"≥{low:g}" if high is None else f"{low:g}–{high:g}"
+        histogram.append({"range": label, "nodes": count})
+    n = len(values)
+    median = None
+    if n:
+        median = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+    return {
+        "min": values[0] if n else None,
+        "median": median,
+        "mean": sum(values) / n if n else None,
+        "max": values[-1] if n else None,
+        "fading": sum(1 for v in values if v < 1.0),
+        "histogram": histogram,
+    }
+
+
 def inspect_stats(store: AgentStore) -> dict[str, Any]:
     """The keys of :meth:`MemoryManager.stats` that a store alone can tell, plus a few more.
 
     ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids, newest first), ``pending_tasks``
     (remembers journalled but not yet processed), ``failed_tasks``; and ``agent_id``,
-    ``focus_phrases`` (newest first), ``store_path``, ``store_bytes`` (bytes on disk).
-    Model-call counters live in the running process and are not included.
+    ``focus_phrases`` (newest first), ``importance`` (:func:`importance_summary`),
+    ``store_path``, ``store_bytes`` (bytes on disk). Model-call counters live in the running
+    process and are not included.
     """
     nodes = NodeStore(store)
     links, dangling = LinkStore(store, 0.0).counts()
@@ -195,9 +246,55 @@ def inspect_stats(store: AgentStore) -> dict[str, Any]:
         "focus_phrases": [texts[nid][1] for nid in focus if nid in texts],
         "pending_tasks": journal.count("pending"),
         "failed_tasks": journal.count("failed"),
+        "importance": importance_summary(store),
         "store_bytes": _store_bytes(path) if path is not None else 0,
         "store_read_only": store.read_only,
     }
+
+
+def open_rdflib_graph(
+    agent_id: str, data_dir: str | os.PathLike[str] | None = None
+) -> rdflib.Graph:
+    """The agent's memory network as a read-only :class:`rdflib.Graph` (through oxrdflib).
+
+    The graph is the store's *default graph* — nodes, links and the focus list, not the
+    journal or metadata graphs — on a read-only snapshot taken now (SPEC §7): it takes no lock,
+    works while another process runs the agent, never sees later writes (call again for fresh
+    data; keep it short-lived next to a live writer), and refuses writes. The ``memory:``,
+    ``node:``, ``link:`` and ``xsd:`` prefixes are bound, so ``graph.query`` can use them.
+    Needs the ``rdflib`` extra. The same thing by hand, for any agent directory::
+
+        import pyoxigraph, rdflib, oxrdflib
+        graph = rdflib.Graph(
+            oxrdflib.OxigraphStore(store=pyoxigraph.Store.read_only("memory_data/agent_001")),
+            identifier=rdflib.graph.DATASET_DEFAULT_GRAPH_ID,
+        )
+
+    ``identifier=DATASET_DEFAULT_GRAPH_ID`` matters: without it rdflib names the graph with a
+    fresh blank node, which oxrdflib maps to an (empty) named graph of that name. Plain string
+    literals come back typed ``xsd:string`` (RDF 1.1 makes them the same literal; rdflib's
+    ``Literal("x")`` does not compare equal to them: compare ``str()`` or ``.toPython()``).
+    """
+    try:
+        import rdflib
+        from oxrdflib import OxigraphStore
+    except ImportError as exc:
+        raise MemoryRDFError(
+            "opening an agent as an rdflib graph needs rdflib and oxrdflib: "
+            "pip install 'memory-rdf[rdflib]'"
+        ) from exc
+
+    def open_graph(store: AgentStore) -> rdflib.Graph:
+        graph = rdflib.Graph(
+            OxigraphStore(store=store.store), identifier=rdflib.graph.DATASET_DEFAULT_GRAPH_ID
+        )
+        for prefix, iri in V.PREFIXES.items():
+            graph.bind(prefix, iri)
+        len(graph)  # read the snapshot once: a failure here is retried on a fresh one
+        return graph
+
+    # The graph keeps the pyoxigraph store alive after inspect_agent drops its own reference.
+    return inspect_agent(agent_id, data_dir, open_graph)
 
 
 def validate(store: AgentStore) -> tuple[bool, str]:

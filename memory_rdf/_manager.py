@@ -388,10 +388,26 @@ class MemoryManager:
     def _recall_now(
         self, keywords: list[str], relations: list[str] | None, depth: int, entry: str
     ) -> str:
+        """Seed the walk (SPEC §5.4 step 2, §5.5) and run it.
+
+        ``entry="focus"``: the focus nodes at 1.0, ranks 0 … f-1 newest first (§5.4 exactly).
+        ``"keywords"``: the keyword entry's seeds (BM25 over the term index, strength = score ÷
+        best score). ``"both"``: the focus seeds, then the keyword seeds ranked after them, so
+        ties go to the focus. With ``Config(keyword_index=False)`` nodes carry no index terms,
+        so the keyword entry finds nothing: ``"keywords"`` recalls ``""`` and ``"both"`` is
+        ``"focus"`` (terms left by an earlier indexed run are not used either).
+        """
         self._check_open()
         seeds: list[Seed] = []
         if entry in ("focus", "both"):
             seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self.focus.ids())]
+        if entry in ("keywords", "both") and self.config.keyword_index:
+            seeds += self.searcher.keyword_seeds(
+                keywords,
+                self.config.max_entry_nodes,
+                first_rank=len(seeds),
+                generation=self.metadata.node_sequence,
+            )
         return self.searcher.recall(
             seeds, keywords, relations, depth, self.config.max_search_results
         )
@@ -450,6 +466,9 @@ class MemoryManager:
             "model_calls": calls.calls,
             "model_failures": calls.failures,
             "model_retries": calls.retries,
+            "model_requests": calls.requests,
+            "model_prompt_tokens": calls.prompt_tokens,
+            "model_completion_tokens": calls.completion_tokens,
             "store_read_only": store.read_only,
         }
 

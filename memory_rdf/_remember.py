@@ -11,7 +11,7 @@ from typing import Any
 
 from memory_rdf._calls import Backoff, CallStats, attempt, with_retries
 from memory_rdf._config import Config
-from memory_rdf._exceptions import ModelError
+from memory_rdf._exceptions import ModelError, PermanentModelError
 from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import LinkData, LinkStore
@@ -111,6 +111,8 @@ class Rememberer:
             return attempt(
                 lambda: validate_segments(self.model.segment(text)), self.stats, "segment"
             )
+        except PermanentModelError:
+            raise  # cannot heal by waiting: the task fails at once (SPEC §4)
         except ModelError as exc:
             raise SegmentationFailed(str(exc)) from exc
 

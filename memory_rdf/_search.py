@@ -6,17 +6,72 @@ whole frontier (never one per node), one ``matching_nodes`` query for the keywor
 text only for the results. Every node the walk can expand (hop < depth along its first, best
 path) is within ``depth - 1`` hops of a seed, so fetching BFS levels ``0 … depth-1`` gives the
 walk every edge it can use.
+
+The seeds are the focus (SPEC §5.4) and/or the keyword entry (SPEC §5.5,
+:meth:`Searcher.keyword_seeds`): the nodes whose index terms best match the query's terms,
+ranked BM25-style in SPARQL (``keyword_entry.rq``) from the term index alone.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_rdf._config import Templates
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore
+from memory_rdf._resources import query_text
+from memory_rdf._store import AgentStore, lit, node_id, render
+from memory_rdf._text import tokenize
+
+#: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
+#: while their document frequencies fit in this budget (the rarest always is, its postings
+#: read up to the budget); the more frequent rest — the lowest idf, so the smallest share of
+#: any score — is left out. Bounds the entry's cost whatever the store size (SPEC §7: rows
+#: read, not stored, are what a query costs).
+POSTING_BUDGET = 10_000
+#: Nodes with the largest matched-idf sums whose length is looked up for BM25's length
+#: normalization (one index probe each); at least this many, and 10 × max_entry_nodes.
+CANDIDATES = 100
+#: N and avgdl are recomputed (one aggregate over every node) once the creation counter has
+#: advanced by more than this fraction of the cached N since they were last computed.
+STATS_REFRESH = 0.1
+
+_LIMIT_MARK = re.compile(r"LIMIT \d+(?=[ \t]*# @limit (\w+)[ \t]*$)", re.MULTILINE)
+
+
+def _set_limits(text: str, **limits: int) -> str:
+    """Set the ``LIMIT n  # @limit name`` lines of a shipped query's text to ``limits[name]``.
+
+    Applied to the ``.rq`` text before :func:`render` splices any term in, so only our own
+    lines are ever rewritten, and only with integers.
+    """
+    seen: set[str] = set()
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        seen.add(name)
+        return f"LIMIT {int(limits[name])}"
+
+    text = _LIMIT_MARK.sub(replace, text)
+    if seen != set(limits):
+        raise KeyError(f"query has no '@limit' line for {sorted(set(limits) - seen)}")
+    return text
+
+
+def query_terms(keywords: Sequence[str]) -> list[str]:
+    """The query's terms: the same tokenizer as the nodes' ``memory:term`` (SPEC §5.5),
+    de-duplicated in order of first appearance."""
+    return list(dict.fromkeys(t for k in keywords for t in tokenize(k)))
+
+
+def bm25_idf(nodes: int, df: int) -> float:
+    """BM25's idf, in the always-positive form ln(1 + (N - df + 0.5) / (df + 0.5))."""
+    n = max(nodes, df)
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 @dataclass(frozen=True)
@@ -73,11 +128,120 @@ def walk(
     return hits
 
 
+@dataclass(frozen=True)
+class CollectionStats:
+    """BM25's collection statistics, as of the creation counter ``generation``."""
+
+    nodes: int  # N
+    avgdl: float  # mean memory:termCount over all nodes (a node without terms counts 0)
+    generation: int
+
+
 class Searcher:
-    def __init__(self, nodes: NodeStore, links: LinkStore, templates: Templates) -> None:
+    def __init__(
+        self,
+        nodes: NodeStore,
+        links: LinkStore,
+        templates: Templates,
+        store: AgentStore | None = None,
+    ) -> None:
         self._nodes = nodes
         self._links = links
         self._templates = templates
+        # The keyword entry reads the term index itself; by default through the node store's
+        # agent store (the same store, the same thread).
+        self._store: AgentStore = store if store is not None else nodes._store
+        self._stats: CollectionStats | None = None
+
+    # -- keyword entry (SPEC §5.5) -------------------------------------------------------------
+
+    def collection_stats(self, generation: int) -> CollectionStats:
+        """N and avgdl for BM25, cached on the searcher.
+
+        ``generation`` is the agent's node-creation counter (``Metadata.node_sequence``: it
+        moves by one per node created, for free). The statistics are recomputed — one
+        aggregate query over every node, ``keyword_entry_stats.rq`` — the first time and
+        then only when more than ``STATS_REFRESH`` × N nodes were created since, so they are
+        never more than about a tenth behind the store's growth and cost a scan once per
+        such growth, not per recall. Forgetting and compression shrink N and avgdl without
+        moving the counter: those changes are picked up at the next refresh (or the next
+        ``initialize``). Both only scale idf and length normalization, so a slightly stale
+        value changes scores a little, not which nodes carry the query's terms.
+        """
+        stats = self._stats
+        if (
+            stats is None
+            or generation < stats.generation
+            or generation - stats.generation > STATS_REFRESH * stats.nodes
+        ):
+            rows = self._store.rows(render("keyword_entry_stats"))
+            nodes, terms = rows[0] if rows else (0, 0)
+            nodes, terms = int(nodes or 0), int(terms or 0)
+            avgdl = terms / nodes if nodes and terms else 1.0
+            stats = self._stats = CollectionStats(nodes, avgdl, generation)
+        return stats
+
+    def document_frequencies(self, terms: Sequence[str], cap: int) -> dict[str, int]:
+        """``term → df`` (number of nodes carrying it), each counted up to ``cap``."""
+        if not terms:
+            return {}
+        text = _set_limits(query_text("keyword_entry_df"), postings=cap)
+        query = render(text, keywords=[lit(t) for t in terms])
+        return {term: int(df) for term, df in self._store.rows(query)}
+
+    def keyword_seeds(
+        self,
+        keywords: Sequence[str],
+        limit: int,
+        *,
+        first_rank: int = 0,
+        generation: int = 0,
+    ) -> list[Seed]:
+        """The keyword entry of SPEC §5.5: at most ``limit`` seeds, best first.
+
+        The query's terms (:func:`query_terms`) are looked up in the term index; those no node
+        carries are dropped, the rest scored rarest first within ``POSTING_BUDGET``, and
+        ``keyword_entry.rq`` ranks the nodes carrying them by BM25. Each seed's strength is its
+        score ÷ the best score (the best seed has 1.0); ranks follow from ``first_rank`` in
+        score order, so after focus seeds (ranks ``0 … f-1``) ties go to the focus. No terms,
+        or no node carrying any of them: no seeds.
+        """
+        terms = query_terms(keywords)
+        if not terms or limit < 1:
+            return []
+        df = self.document_frequencies(terms, POSTING_BUDGET + 1)
+        present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
+        if not present:
+            return []
+        stats = self.collection_stats(generation)
+        scored: list[str] = []
+        postings = 0
+        for term in present:
+            if scored and postings + df[term] > POSTING_BUDGET:
+                break
+            scored.append(term)
+            postings += df[term]
+        entries = [
+            lit(f"{bm25_idf(stats.nodes, df[t])!r} {stats.avgdl!r} {t}") for t in scored
+        ]
+        text = _set_limits(
+            query_text("keyword_entry"),
+            postings=POSTING_BUDGET,
+            candidates=max(CANDIDATES, 10 * limit),
+        )
+        query = render(text, keywords=entries)
+        rows = [
+            (iri, score)
+            for iri, score in self._store.rows(f"{query}\nLIMIT {int(limit)}")
+            if isinstance(score, float) and score > 0
+        ]
+        if not rows:
+            return []
+        best = rows[0][1]
+        return [
+            Seed(node_id(iri), score / best, first_rank + i)
+            for i, (iri, score) in enumerate(rows)
+        ]
 
     def fetch(
         self, seeds: Sequence[Seed], depth: int, relations: Sequence[str] | None

@@ -1,9 +1,9 @@
 """The ``memory-rdf`` command line (SPEC §6).
 
 Commands: ``demo``, ``remember``, ``recall``, ``compress`` (these open the agent read-write,
-through :class:`~memory_rdf.MemoryManager`) and ``sparql``, ``export``, ``stats``, ``validate``
-(read-only inspection through :mod:`memory_rdf._inspect`: they never write and work while
-another process holds the agent).
+through :class:`~memory_rdf.MemoryManager`) and ``sparql``, ``export``, ``graph``, ``stats``,
+``validate`` (read-only inspection through :mod:`memory_rdf._inspect`: they never write and
+work while another process holds the agent).
 
 Exit codes: 0 success; 1 an error (one line on stderr, never a traceback), or ``validate``
 found violations; 2 a usage error, an invalid agent id or an unknown agent (nothing created).
@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from memory_rdf import __version__
+from memory_rdf import __version__, _graphview
 from memory_rdf import _vocab as V
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import (
@@ -226,8 +226,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 def cli() -> None:
     """Long-term associative memory for LLM agents, stored as RDF (Oxigraph).
 
-    Each agent's memory lives in DATA_DIR/AGENT. Inspection commands (sparql, export, stats,
-    validate) are read-only and work while another process runs the agent.
+    Each agent's memory lives in DATA_DIR/AGENT. Inspection commands (sparql, export, graph,
+    stats, validate) are read-only and work while another process runs the agent.
 
     \b
     Exit codes: 0 ok; 1 error (or validate found violations);
@@ -647,15 +647,94 @@ def export(agent: str, fmt: str, output: Path | None, data_dir: Path) -> None:
     _say(_stderr(), f"wrote {_human_bytes(len(data))} ({fmt}) to {output}")
 
 
+# -- graph --------------------------------------------------------------------------------------
+
+_GRAPH_SUFFIXES = {".html": "html", ".htm": "html", ".dot": "dot", ".gv": "dot", ".svg": "svg"}
+
+
+@cli.command(short_help="Draw the network around the focus (HTML, DOT, SVG).")
+@click.argument("agent")
+@click.option("--output", "-o", default=None, metavar="FILE|-",
+              help="Where to write the picture (- for stdout). Default: AGENT-graph.FORMAT.")
+@click.option("--depth", "-d", type=click.IntRange(min=0), default=_graphview.DEFAULT_DEPTH,
+              show_default=True, help="Hops from the focus nodes.")
+@click.option("--format", "-f", "fmt", type=click.Choice(_graphview.FORMATS), default=None,
+              help="html: one self-contained page; dot: Graphviz; svg: needs Graphviz's dot. "
+                   "Default: from FILE's suffix, else html.")
+@click.option("--limit", type=click.IntRange(min=1), default=_graphview.DEFAULT_LIMIT,
+              show_default=True, help="Most memories drawn (the most strongly linked first).")
+@data_dir_option
+def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: int,
+          data_dir: Path) -> None:
+    """Draw the memory network within --depth hops of the agent's focus (read-only).
+
+    Focus nodes are amber, in the middle; other memories sit on rings by hop distance, sized
+    by importance (the sum of their link strengths); lines are as thick as the links are
+    strong; a dashed line to a faded "forgotten" placeholder is a link whose target was
+    forgotten. The HTML page needs no network: open it in any browser, hover a memory to read
+    it.
+
+    \b
+    Example:
+      memory-rdf graph demo -o demo.html --depth 2
+      memory-rdf graph demo -o demo.svg          # needs Graphviz
+    """
+    _agent(agent)
+    if fmt is None:
+        suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
+        fmt = _GRAPH_SUFFIXES.get(suffix, "html")
+    if fmt == "svg" and not _graphview.dot_available():
+        raise CliError("--format svg needs Graphviz's dot program (apt-get install graphviz, "
+                       "brew install graphviz, …); --format html needs nothing")
+    view = _inspect(agent, data_dir,
+                    lambda s: _graphview.collect_view(s, depth=depth, limit=limit))
+    data = _graphview.render_view(view, fmt)
+    if output == "-":
+        _write_bytes(data)
+        return
+    target = Path(output) if output is not None else Path(f"{agent}-graph.{fmt}")
+    try:
+        target.write_bytes(data)
+    except OSError as exc:
+        raise CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+    dangling = len(view.dangling)
+    _say(_stderr(), f"wrote {target} ({fmt}, {_human_bytes(len(data))}): {len(view.nodes)} of "
+                    f"{view.total_nodes} memories, {len(view.pairs())} connections, {dangling} "
+                    f"link{'s' if dangling != 1 else ''} to forgotten memories")
+
+
 # -- stats --------------------------------------------------------------------------------------
 
 
-@cli.command(short_help="Show node, link and focus counts.")
+def _importance_text(summary: dict[str, Any]) -> Text:
+    """min/median/max, the fading count and a small bar histogram of node importance."""
+    if summary.get("min") is None:
+        return Text("-")
+    text = Text(
+        f"min {summary['min']:.2f} · median {summary['median']:.2f} · "
+        f"max {summary['max']:.2f}\n"
+    )
+    text.append(f"{summary['fading']} fading (below 1: compression shortens them)",
+                style="dim")
+    buckets = summary["histogram"]
+    top = max((b["nodes"] for b in buckets), default=0) or 1
+    width = max(len(b["range"]) for b in buckets)
+    for bucket in buckets:
+        bar = "█" * round(20 * bucket["nodes"] / top) or ("▏" if bucket["nodes"] else "")
+        text.append(f"\n{bucket['range']:>{width}} ")
+        text.append(bar, style="cyan")
+        text.append(f" {bucket['nodes']}")
+    return text
+
+
+@cli.command(short_help="Show counts, focus, importance and store size.")
 @click.argument("agent")
 @click.option("--json", "as_json", is_flag=True, help="Print the stats dict as JSON.")
 @data_dir_option
 def stats(agent: str, as_json: bool, data_dir: Path) -> None:
-    """Show the agent's node, link and focus counts (read-only).
+    """Show the agent's node, link and focus counts, how important its memories are (min,
+    median, max and a histogram of node importance), pending and failed remembers, and where
+    its store is and how big (read-only).
 
     \b
     Example:
@@ -672,9 +751,10 @@ def stats(agent: str, as_json: bool, data_dir: Path) -> None:
     table.add_row("links", str(result["links"]))
     table.add_row("dangling links", str(result["dangling_links"]))
     table.add_row("focus phrases", Text("\n".join(result["focus_phrases"]) or "-"))
+    table.add_row("importance", _importance_text(result["importance"]))
     table.add_row("pending tasks", str(result["pending_tasks"]))
     table.add_row("failed tasks", str(result["failed_tasks"]))
-    table.add_row("store", Text(str(result["store_path"])))
+    table.add_row("store path", Text(str(result["store_path"])))
     table.add_row("on disk", _human_bytes(int(result["store_bytes"])))
     _stdout().print(table)
 
