@@ -374,7 +374,8 @@ def layout(view: GraphView) -> Layout:
                 angle[ring[0].id] = -math.pi / 2
                 rings.append(0.0)
                 continue
-            radius = max(100.0, len(ring) * (slot + 12.0) / (2 * math.pi))
+            # neighbours on the ring at least a label apart (their labels can be side by side)
+            radius = max(100.0, 1.15 * slot / (2 * math.sin(math.pi / len(ring))))
             targets = [-math.pi / 2 + 2 * math.pi * i / len(ring) for i in range(len(ring))]
         else:
             bary: dict[str, float] = {}
@@ -471,8 +472,9 @@ def _svg(view: GraphView, lay: Layout) -> str:
         if radius <= 0:
             continue
         parts.append(f'<circle class="ring" r="{_fmt(radius)}"/>')
-        label = "focus" if k == 0 else f"{k} hop{'s' if k > 1 else ''}"
-        parts.append(f'<text class="ring-label" x="0" y="{_fmt(-radius - 8)}">{label}</text>')
+        if k > 0:  # the focus ring needs no words: its nodes are amber and numbered
+            label = f"{k} hop{'s' if k > 1 else ''}"
+            parts.append(f'<text class="ring-label" x="0" y="{_fmt(-radius - 8)}">{label}</text>')
     parts.append("</g>")
     parts.append('<g class="links">')
     for i, (a, b, ab, ba) in enumerate(view.pairs()):
@@ -501,26 +503,33 @@ def _svg(view: GraphView, lay: Layout) -> str:
         )
     parts.append("</g>")
     parts.append('<g class="nodes">')
+    texts = ['<g class="labels">']
     for n in [*view.nodes, *view.ghosts]:
         x, y = lay.pos[n.id]
         r = lay.radius[n.id]
-        cls = f"node {_hop_class(n)}"
+        kind = _hop_class(n)
+        cls = f"node {kind}"
         if not n.ghost and n.focus_rank is None and n.importance < 1:
             cls += " fading"
-        parts.append(f'<g class="{cls}" data-node="{_e(n.id)}" transform="translate('
-                     f'{_fmt(x)},{_fmt(y)})"><title>{_e(_tooltip(n))}</title>')
+        at = f'transform="translate({_fmt(x)},{_fmt(y)})"'
+        parts.append(f'<g class="{cls}" data-node="{_e(n.id)}" {at}>'
+                     f"<title>{_e(_tooltip(n))}</title>")
         if n.focus_rank is not None:
             parts.append(f'<circle class="halo" r="{_fmt(r + 7)}"/>')
         parts.append(f'<circle class="dot" r="{_fmt(r)}"/>')
         if n.focus_rank is not None:
             parts.append(f'<text class="rank" y="4">{n.focus_rank + 1}</text>')
-        lines = lay.labels[n.id]
+        parts.append("</g>")
+        # labels in a layer above every node, so no later node hides one
         top = r + (2 if n.focus_rank is None else 8)
         tspans = "".join(
             f'<tspan x="0" dy="{"1em" if j == 0 else "1.15em"}">{_e(line)}</tspan>'
-            for j, line in enumerate(lines)
+            for j, line in enumerate(lay.labels[n.id])
         )
-        parts.append(f'<text class="label" y="{_fmt(top)}">{tspans}</text></g>')
+        texts.append(f'<text class="label {kind}" data-label="{_e(n.id)}" {at} '
+                     f'y="{_fmt(top)}">{tspans}</text>')
+    parts.append("</g>")
+    parts.extend(texts)
     parts.append("</g></g></svg>")
     return "\n".join(parts)
 
@@ -576,15 +585,15 @@ aside li .num { color:var(--muted); font-size:12px; }
 .node.ghost .dot { fill:#eef0f3; stroke:var(--ghost); stroke-width:1.5; stroke-dasharray:3 2; }
 .node .rank { font-size:11px; font-weight:700; fill:#fff; text-anchor:middle;
   pointer-events:none; }
-.node .label { font-size:calc(var(--fs, 12) * 1px); text-anchor:middle; fill:var(--ink);
+.label { font-size:calc(var(--fs, 12) * 1px); text-anchor:middle; fill:var(--ink);
   paint-order:stroke; stroke:#f8fafc; stroke-width:calc(var(--fs, 12) * .3px);
   stroke-linejoin:round; pointer-events:none; }
-.node.focus .label { font-weight:650; font-size:calc(var(--fs, 12) * 1.05px); }
-.node.ghost .label { fill:var(--ghost); font-style:italic; font-size:calc(var(--fs, 12) * .9px); }
-.node .label.crowded { display:none; }
-.node.on .label.crowded, .node.sel .label.crowded { display:inline; }
+.label.focus { font-weight:650; font-size:calc(var(--fs, 12) * 1.05px); }
+.label.ghost { fill:var(--ghost); font-style:italic; font-size:calc(var(--fs, 12) * .9px); }
+.label.crowded { display:none; }
+.label.on.crowded, .label.sel.crowded { display:inline; }
 .node { cursor:pointer; }
-#graph.hl .node:not(.on) { opacity:.22; }
+#graph.hl .node:not(.on), #graph.hl .label:not(.on) { opacity:.22; }
 #graph.hl .link:not(.on) { stroke-opacity:.05; }
 #graph.hl .link.on { stroke:#1d4ed8; }
 .node.sel .dot { stroke:#111827; stroke-width:3; }
@@ -649,15 +658,15 @@ _JS = r"""
   }
   function highlight(id) {
     svg.classList.add("hl");
-    var g = svg.querySelector('[data-node="' + id + '"]');
-    if (g) g.classList.add("on");
+    function on(o) {
+      svg.querySelectorAll('[data-node="' + o + '"], [data-label="' + o + '"]')
+        .forEach(function (el) { el.classList.add("on"); });
+    }
+    on(id);
     adj[id].forEach(function (i) {
       var e = data.edges[i];
       svg.querySelector('[data-edge="' + i + '"]').classList.add("on");
-      [e.a, e.b].forEach(function (o) {
-        var og = svg.querySelector('[data-node="' + o + '"]');
-        if (og) og.classList.add("on");
-      });
+      on(e.a); on(e.b);
     });
   }
   function clear() {
@@ -666,9 +675,10 @@ _JS = r"""
   }
   function select(id) {
     svg.querySelectorAll(".sel").forEach(function (el) { el.classList.remove("sel"); });
-    var n = nodes[id], g = svg.querySelector('[data-node="' + id + '"]');
+    var n = nodes[id];
     if (!n) return;
-    if (g) g.classList.add("sel");
+    svg.querySelectorAll('[data-node="' + id + '"], [data-label="' + id + '"]')
+      .forEach(function (el) { el.classList.add("sel"); });
     var rows = adj[id].map(function (i) { return edgeLines(data.edges[i]).join("<br>"); });
     details.innerHTML = nodeHtml(n, true) +
       (rows.length ? "<div class='meta' style='margin-top:8px'><b>Links</b><br>" +
@@ -700,8 +710,8 @@ _JS = r"""
   document.querySelectorAll("[data-select]").forEach(function (li) {
     li.addEventListener("click", function () { select(li.getAttribute("data-select")); });
   });
-  // labels: the same size on screen at any zoom; where they would overlap, the more important
-  // memory keeps its label (focus first) and the others show on hover
+  // labels: about the same size on screen at any zoom; where they would overlap, the more
+  // important memory keeps its label (focus first) and the others show on hover
   var vb = svg.viewBox.baseVal, drag = null, pending = false;
   var order = data.nodes.slice().sort(function (a, b) {
     var fa = a.focus === null ? 1e9 : a.focus, fb = b.focus === null ? 1e9 : b.focus;
@@ -713,7 +723,10 @@ _JS = r"""
   }
   function labels() {
     pending = false;
-    svg.style.setProperty("--fs", (12 * scale()).toFixed(3));
+    // zoomed in (s < 1): 12 px on screen; zoomed out: shrink gently (the layout made room
+    // for 12 user units per label line)
+    var s = scale();
+    svg.style.setProperty("--fs", (12 * (s <= 1 ? s : Math.sqrt(s))).toFixed(3));
     var taken = [], dots = data.nodes.map(function (n) {
       return {id: n.id, x1: n.x - n.r, y1: n.y - n.r, x2: n.x + n.r, y2: n.y + n.r};
     });
@@ -721,11 +734,10 @@ _JS = r"""
       return box.x1 < o.x2 && o.x1 < box.x2 && box.y1 < o.y2 && o.y1 < box.y2;
     }
     order.forEach(function (n) {
-      var g = svg.querySelector('[data-node="' + n.id + '"]');
-      var t = g && g.querySelector(".label");
+      var t = svg.querySelector('[data-label="' + n.id + '"]');
       if (!t) return;
       t.classList.remove("crowded");
-      var b = t.getBBox(), pad = 2 * scale();
+      var b = t.getBBox(), pad = 3 * scale();
       var box = {x1: n.x + b.x - pad, y1: n.y + b.y - pad, x2: n.x + b.x + b.width + pad,
                  y2: n.y + b.y + b.height + pad};
       var clash = taken.some(function (o) { return hits(box, o); }) ||

@@ -84,6 +84,14 @@ class Journal:
         batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
         self._store.commit(batch)
 
+    def requeue(self, task: JournalTask) -> None:
+        """Make a failed task pending again, in one update (nothing is lost on a crash)."""
+        task.status, task.attempts, task.error = "pending", 0, ""
+        batch = WriteBatch()
+        self.remove(batch, task.id)
+        batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
+        self._store.commit(batch)
+
     def tasks(self, status: str | None = None) -> list[JournalTask]:
         rows = self._store.rows(
             f"""SELECT ?t ?seq ?text ?status ?attempts ?error ?at WHERE {{ GRAPH {_J} {{

@@ -486,9 +486,8 @@ class MemoryManager:
         self._check_open()
         tasks = self.journal.tasks("failed")
         for t in tasks:
-            t.status, t.attempts, t.error = "pending", 0, ""
-            self.journal.discard(t.id)
-            self._submit_remember(self.journal.add(t.text), limit=None)
+            self.journal.requeue(t)
+            self._submit_remember(t, limit=None)
         return len(tasks)
 
     def discard_failed(self) -> int:

@@ -48,7 +48,8 @@ class AgentSlot:
     running: Task | None = None
     slice_pending: bool = False
     auto_slice: Task | None = None  # an automatic slice in progress
-    closing: bool = False
+    closing: bool = False  # close() called: no new auto slices, queued tasks still run
+    stopping: bool = False  # close() timed out: start nothing more for this agent
 
 
 class Scheduler:
@@ -93,6 +94,7 @@ class Scheduler:
                 if remaining is not None and remaining <= 0:
                     break
                 self._cv.wait(remaining if remaining is not None else 0.5)
+            slot.stopping = True  # whatever is still queued stays journalled
             # Never pull the store from under a step that is running right now.
             while slot.running is not None and threading.current_thread() is not self._thread:
                 self._cv.wait(0.5)
@@ -230,7 +232,7 @@ class Scheduler:
         """The agent's next runnable user task: FIFO, except that a remember sent back to the
         tail after a segmentation failure lets later tasks pass while it waits (SPEC §5.1).
         A task suspended mid-way (waiting out a backoff) blocks the tasks behind it."""
-        if slot.running is not None:
+        if slot.running is not None or slot.stopping:
             return None
         for task in slot.queue:
             if task.not_before <= now:

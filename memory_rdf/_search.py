@@ -34,8 +34,13 @@ from memory_rdf._text import tokenize
 #: read, not stored, are what a query costs).
 POSTING_BUDGET = 10_000
 #: Nodes with the largest matched-idf sums whose length is looked up for BM25's length
-#: normalization (one index probe each); at least this many, and 10 × max_entry_nodes.
-CANDIDATES = 100
+#: normalization (one index probe each): this many, or 5 × max_entry_nodes when more.
+CANDIDATES = 50
+#: Document frequencies at least this large are cached with N and avgdl (and dropped with
+#: them): counting a frequent term's postings is the costly part of the df query, and a
+#: frequent term's idf hardly moves with the store's growth. Rarer terms are always
+#: counted afresh, so a term remembered a moment ago is found at once.
+DF_CACHE_MIN = 1_000
 #: N and avgdl are recomputed (one aggregate over every node) once the creation counter has
 #: advanced by more than this fraction of the cached N since they were last computed.
 STATS_REFRESH = 0.1
@@ -152,6 +157,7 @@ class Searcher:
         # agent store (the same store, the same thread).
         self._store: AgentStore = store if store is not None else nodes._store
         self._stats: CollectionStats | None = None
+        self._frequent_df: dict[str, int] = {}
 
     # -- keyword entry (SPEC §5.5) -------------------------------------------------------------
 
@@ -179,15 +185,22 @@ class Searcher:
             nodes, terms = int(nodes or 0), int(terms or 0)
             avgdl = terms / nodes if nodes and terms else 1.0
             stats = self._stats = CollectionStats(nodes, avgdl, generation)
+            self._frequent_df.clear()
         return stats
 
     def document_frequencies(self, terms: Sequence[str], cap: int) -> dict[str, int]:
-        """``term → df`` (number of nodes carrying it), each counted up to ``cap``."""
-        if not terms:
-            return {}
-        text = _set_limits(query_text("keyword_entry_df"), postings=cap)
-        query = render(text, keywords=[lit(t) for t in terms])
-        return {term: int(df) for term, df in self._store.rows(query)}
+        """``term → df`` (number of nodes carrying it), each counted up to ``cap``; terms no
+        node carries are absent. Frequent terms' counts come from the cache (``DF_CACHE_MIN``)."""
+        out = {t: self._frequent_df[t] for t in terms if t in self._frequent_df}
+        todo = [t for t in terms if t not in out]
+        if todo:
+            text = _set_limits(query_text("keyword_entry_df"), postings=cap)
+            query = render(text, keywords=[lit(t) for t in todo])
+            for term, df in self._store.rows(query):
+                out[term] = int(df)
+                if out[term] >= DF_CACHE_MIN:
+                    self._frequent_df[term] = min(out[term], cap)
+        return out
 
     def keyword_seeds(
         self,
@@ -209,11 +222,11 @@ class Searcher:
         terms = query_terms(keywords)
         if not terms or limit < 1:
             return []
+        stats = self.collection_stats(generation)  # first: a refresh also drops cached dfs
         df = self.document_frequencies(terms, POSTING_BUDGET + 1)
         present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
         if not present:
             return []
-        stats = self.collection_stats(generation)
         scored: list[str] = []
         postings = 0
         for term in present:
@@ -227,7 +240,7 @@ class Searcher:
         text = _set_limits(
             query_text("keyword_entry"),
             postings=POSTING_BUDGET,
-            candidates=max(CANDIDATES, 10 * limit),
+            candidates=max(CANDIDATES, 5 * limit),
         )
         query = render(text, keywords=entries)
         rows = [

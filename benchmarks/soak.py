@@ -1,0 +1,203 @@
+"""Soak: many agents remembering in one MemorySystem while compression runs and a reader recalls.
+
+N agents share one scheduler thread (SPEC §5.3). Each agent has a writer thread that issues M
+remembers (1–3 chat messages each, built-in ``HeuristicModel``, ``auto_compress=True``), with a
+pause between them; a reader thread keeps issuing recalls across the agents until the writers
+are done; a sampler reads the process's RSS (``VmRSS`` in ``/proc/self/status``) every second.
+
+Reported: recall queue wait p50/p95 (time from the ``recall()`` call to its result, i.e. the
+wait behind the agent's earlier tasks and the slice in flight, plus the search itself);
+``remember()`` call latency p50/p95 (validate + durable journal write + enqueue); RSS over
+time; total wall time (until every agent is idle, compression included).
+
+    python benchmarks/soak.py [--agents 4] [--remembers 200] [--pause-ms 50] [--decay 0.97]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import WORDS_EN, WORDS_ZH, percentiles, sentence  # noqa: E402
+from memory_rdf import Config, HeuristicModel, MemoryManager, MemorySystem  # noqa: E402
+
+
+def rss_mb() -> float:
+    """Resident set size of this process in MB (Linux ``/proc/self/status``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+class Soak:
+    def __init__(self, agents: list[MemoryManager], remembers: int, pause: float,
+                 reader_pause: float, seed: int) -> None:
+        self.agents = agents
+        self.remembers = remembers
+        self.pause = pause
+        self.reader_pause = reader_pause
+        self.seed = seed
+        self.lock = threading.Lock()
+        self.remember_ms: list[float] = []
+        self.recall_ms: list[float] = []
+        self.issued = 0
+        self.errors: list[str] = []
+        self.writers_done = threading.Event()
+        self.finished = threading.Event()
+        self.samples: list[tuple[float, float, int, int, int, int]] = []
+        self.start = 0.0
+
+    def writer(self, index: int) -> None:
+        mem = self.agents[index]
+        rng = random.Random(self.seed * 1000 + index)
+        try:
+            for i in range(self.remembers):
+                messages = [
+                    {"role": rng.choice(["user", "assistant"]), "content": sentence(rng, i * 3 + k)}
+                    for k in range(rng.randint(1, 3))
+                ]
+                t0 = time.perf_counter()
+                mem.remember(messages)
+                ms = (time.perf_counter() - t0) * 1000
+                with self.lock:
+                    self.remember_ms.append(ms)
+                    self.issued += 1
+                if self.pause:
+                    time.sleep(self.pause)
+        except Exception as exc:  # reported at the end
+            with self.lock:
+                self.errors.append(f"writer {index}: {type(exc).__name__}: {exc}")
+
+    def reader(self) -> None:
+        rng = random.Random(self.seed)
+        while not self.writers_done.is_set():
+            mem = rng.choice(self.agents)
+            keywords = [rng.choice(WORDS_ZH + WORDS_EN)]
+            t0 = time.perf_counter()
+            try:
+                mem.recall(keywords, timeout=300)
+            except Exception as exc:  # reported at the end
+                with self.lock:
+                    self.errors.append(f"reader: {type(exc).__name__}: {exc}")
+                continue
+            with self.lock:
+                self.recall_ms.append((time.perf_counter() - t0) * 1000)
+            if self.reader_pause:
+                time.sleep(self.reader_pause)
+
+    def sampler(self) -> None:
+        while True:
+            nodes = pending = 0
+            for mem in self.agents:
+                try:
+                    st = mem.stats()
+                except Exception:  # an agent closing at the very end
+                    continue
+                nodes += st["nodes"]
+                pending += st["pending_tasks"]
+            with self.lock:
+                self.samples.append((time.perf_counter() - self.start, rss_mb(), self.issued,
+                                     len(self.recall_ms), nodes, pending))
+            if self.finished.wait(1.0):
+                return
+
+    def run(self) -> float:
+        self.start = time.perf_counter()
+        sampler = threading.Thread(target=self.sampler, name="soak-rss", daemon=True)
+        reader = threading.Thread(target=self.reader, name="soak-reader", daemon=True)
+        writers = [threading.Thread(target=self.writer, args=(i,), name=f"soak-writer-{i}",
+                                    daemon=True) for i in range(len(self.agents))]
+        sampler.start()
+        reader.start()
+        for t in writers:
+            t.start()
+        for t in writers:
+            t.join()
+        self.writers_done.set()
+        reader.join()
+        for mem in self.agents:
+            mem.wait_idle()
+        wall = time.perf_counter() - self.start
+        self.finished.set()
+        sampler.join()
+        return wall
+
+
+def fmt(samples: list[float]) -> str:
+    if not samples:
+        return "n/a"
+    p50, p95 = percentiles(samples)
+    return (f"p50 {p50:8.2f} ms   p95 {p95:8.2f} ms   max {max(samples):8.2f} ms   "
+            f"(n={len(samples)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=4)
+    parser.add_argument("--remembers", type=int, default=200, help="remembers per agent")
+    parser.add_argument("--pause-ms", type=float, default=50.0,
+                        help="pause of each writer between two remembers (0 = flood)")
+    parser.add_argument("--reader-pause-ms", type=float, default=10.0)
+    parser.add_argument("--decay", type=float, default=Config().decay_rate,
+                        help="Config.decay_rate (lower forgets sooner)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="keep the stores here (default: a temporary directory)")
+    args = parser.parse_args()
+
+    config = Config(auto_compress=True, decay_rate=args.decay,
+                    max_queue_size=max(1000, args.remembers + 10))
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = args.data_dir or Path(tmp)
+        print(f"soak: {args.agents} agents x {args.remembers} remembers, writer pause "
+              f"{args.pause_ms:g} ms, decay {args.decay:g}, HeuristicModel, auto_compress, "
+              f"data in {data_dir}")
+        rss_start = rss_mb()
+        with MemorySystem(data_dir=data_dir, model=HeuristicModel(), config=config) as system:
+            agents = [system.agent(f"soak_{i:02d}") for i in range(args.agents)]
+            soak = Soak(agents, args.remembers, args.pause_ms / 1000,
+                        args.reader_pause_ms / 1000, args.seed)
+            wall = soak.run()
+            finals = [mem.stats() for mem in agents]
+            for mem, st in zip(agents, finals, strict=True):  # compression scans that ran
+                rows = mem.sparql("SELECT (SUM(?s) AS ?t) WHERE { ?n memory:scanCount ?s }")
+                st["scans"] = int(rows[0].get("t", 0)) if rows else 0  # type: ignore[index,union-attr]
+
+        print("\nRSS over time")
+        print(f"{'t (s)':>7} {'RSS (MB)':>9} {'remembers':>10} {'recalls':>8} {'nodes':>7} "
+              f"{'pending':>8}")
+        for t, rss, issued, recalls, nodes, pending in soak.samples:
+            print(f"{t:7.1f} {rss:9.1f} {issued:10d} {recalls:8d} {nodes:7d} {pending:8d}")
+
+        print("\nLatency")
+        print(f"  recall (call → result): {fmt(soak.recall_ms)}")
+        print(f"  remember() call:        {fmt(soak.remember_ms)}")
+        print("\nTotals")
+        print(f"  wall time (until every agent idle): {wall:.1f} s")
+        print(f"  remembers: {soak.issued}   recalls: {len(soak.recall_ms)}")
+        print(f"  RSS: start {rss_start:.1f} MB, peak "
+              f"{max((s[1] for s in soak.samples), default=float('nan')):.1f} MB, end "
+              f"{rss_mb():.1f} MB")
+        for st in finals:
+            print(f"  {st['agent_id']}: nodes {st['nodes']}, links {st['links']}, dangling "
+                  f"{st['dangling_links']}, failed {st['failed_tasks']}, model calls "
+                  f"{st['model_calls']}, scans of live nodes {st['scans']}")
+        if soak.errors:
+            print(f"\n{len(soak.errors)} errors, first: {soak.errors[0]}")
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
