@@ -190,7 +190,7 @@ class MemoryManager:
                 self.focus = FocusManager(store, cfg.focus_limit)
                 self.journal = Journal(store)
                 self.metadata = Metadata(store, self.agent_id)
-                self.searcher = Searcher(self.nodes, self.links, cfg.templates)
+                self.searcher = Searcher(self.nodes, self.links, cfg.templates, store)
                 fallback = HeuristicModel()
                 self.compressor = Compressor(
                     store=store, nodes=self.nodes, links=self.links, focus=self.focus,
@@ -303,9 +303,12 @@ class MemoryManager:
         timeout: float | None = None,
         entry: str = "focus",
     ) -> str:
-        """Recall memories reachable from the focus that match ``keywords`` (SPEC §5.4).
+        """Recall memories that match ``keywords`` (SPEC §5.4, §5.5).
 
-        Blocks until the agent's earlier tasks ran (per-agent FIFO) and returns plain text.
+        ``entry="focus"`` (default) walks from the focus only; ``"keywords"`` starts from the
+        nodes whose index terms best match the keywords (BM25 over ``memory:term``);
+        ``"both"`` uses both kinds of seeds. Blocks until the agent's earlier tasks ran
+        (per-agent FIFO) and returns plain text.
         """
         future = self.recall_async(keywords, relations, depth, entry=entry)
         try:

@@ -1,4 +1,4 @@
-"""Recall: a best-first walk from the focus over live links (SPEC §5.4).
+"""Recall: a best-first walk from the seeds over live links (SPEC §5.4, §5.5).
 
 The walk itself is a few lines of Python over one global priority queue. The graph it walks
 is fetched from the store level by level: one ``live_outgoing_links`` query per hop for the
