@@ -246,11 +246,15 @@ _DEMO_RECALLS: dict[str, list[tuple[str, list[str], dict[str, Any]]]] = {
         ("JWT 的 token 有效期是多久？", ["JWT"], {}),
         ("当初为什么选 PostgreSQL？", ["PostgreSQL", "数据库"], {}),
         ("项目总预算是多少？（depth=3）", ["预算"], {"depth": 3}),
+        ("用户不喝咖啡，喝什么？（depth=1，只从焦点出发）", ["乌龙茶"], {"depth": 1}),
+        ("同一个问题，从关键词入口找旧记忆", ["乌龙茶"], {"depth": 1, "entry": "keywords"}),
     ],
     "en": [
         ("How long does a login last?", ["JWT"], {}),
         ("Which database did we pick?", ["PostgreSQL", "database"], {}),
         ("What is the budget? (depth=3)", ["budget"], {"depth": 3}),
+        ("Who runs QA? (depth=0, the focus only)", ["QA"], {"depth": 0}),
+        ("The same, through the keyword entry", ["QA"], {"depth": 0, "entry": "keywords"}),
     ],
 }
 
@@ -334,7 +338,7 @@ def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
             text = mem.recall(keywords, **kwargs)
             out.print()
             args = json.dumps(keywords, ensure_ascii=False)
-            extra = "".join(f", {k}={v}" for k, v in kwargs.items())
+            extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
             out.print(Text(f"{question}   recall({args}{extra})", style="bold"))
             body = wrap_text(text or "(nothing recalled)", out.width - 4)
             out.print(Panel(Text(body), expand=True))
