@@ -86,8 +86,9 @@ def test_demo_remembers_compresses_recalls(tmp_path: Path) -> None:
     assert "[记忆]" in result.stdout
     assert "JWT" in result.stdout and "slice 1" in result.stdout and "nodes" in result.stdout
     # an early memory the focus-only walk misses and the keyword entry finds (SPEC §5.5)
-    focus_only, _, by_keywords = result.stdout.partition("entry='keywords'")
-    assert "(nothing recalled)" in focus_only.rsplit("乌龙茶", 2)[-1]
+    _, _, rest = result.stdout.partition('recall(["乌龙茶"], depth=1)')
+    focus_only, _, by_keywords = rest.partition("entry='keywords'")
+    assert "(nothing recalled)" in focus_only
     assert "乌龙茶" in by_keywords.split("Agent stats")[0]
     assert (data / "demo").is_dir()
     again = cli(tmp_path, "demo", "--slices", "1", data_dir=data)  # the agent exists: wiped
