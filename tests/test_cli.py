@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -364,3 +365,23 @@ def test_inspection_works_while_another_process_holds_the_agent(tmp_path: Path) 
     after = cli(tmp_path, "recall", "live", "PostgreSQL", data_dir=data)
     assert after.returncode == 0, after.stderr
     assert "[记忆]" in after.stdout
+
+
+def test_installed_entry_point(tmp_path: Path) -> None:
+    """The `memory-rdf` console script (installed by `pip install .`) runs the same CLI."""
+    exe = shutil.which("memory-rdf") or str(Path(sys.executable).parent / "memory-rdf")
+    if not Path(exe).exists():
+        pytest.skip("memory-rdf is not installed in this environment (pip install .)")
+    data = tmp_path / "data"
+    env = {**_env(), "MEMORY_RDF_DATA_DIR": str(data)}
+    done = subprocess.run([exe, "demo", "--slices", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "[记忆]" in done.stdout
+    stats = subprocess.run([exe, "stats", "demo", "--json"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, encoding="utf-8", timeout=60)
+    assert stats.returncode == 0 and json.loads(stats.stdout)["nodes"] > 0
+    missing = subprocess.run([exe, "stats", "nobody"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, encoding="utf-8", timeout=60)
+    assert missing.returncode == 2 and "nobody" in missing.stderr
+    assert "Traceback" not in missing.stderr and not (data / "nobody").exists()
