@@ -1,1 +1,2 @@
-"""memory_rdf benchmarks: run them as scripts (``python benchmarks/<name>.py``)."""
+"""memory_rdf benchmarks: ``python -m benchmarks`` runs the suite (:mod:`benchmarks.suite`);
+the single-topic scripts run on their own (``python benchmarks/<name>.py``)."""

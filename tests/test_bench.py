@@ -1,0 +1,54 @@
+"""The benchmark suite runs end to end and every engine gives the identical recall text.
+
+Not a timing test: the numbers are not looked at, only that the suite ran, wrote its results,
+and that every engine that ran (the library through search and recall(), and each peer that
+could run here) answered every query with exactly the same text.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_fast_loader_builds_what_remember_builds(tmp_path: Path) -> None:
+    from benchmarks._workload import check_against_remember
+
+    shape = check_against_remember(tmp_path, 60)
+    assert shape["nodes"] == 60 and shape["focus"] == 5
+
+
+@pytest.mark.slow
+def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--sizes", "2000", "--out", str(out),
+         "--work", str(tmp_path / "work"), "--repeat", "3", "--budget", "0.05",
+         "--remembers", "10", "--slices", "1", "--check-nodes", "50", "--no-plot"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (json_path,) = out.glob("bench-*.json")
+    assert json_path.with_suffix(".md").is_file()
+    result = json.loads(json_path.read_text(encoding="utf-8"))
+    assert result["mismatches"] == []
+    assert result["workload_check"]["status"] == "identical"
+    (size,) = result["sizes"]
+    ran = [name for name, e in size["engines"].items() if e["status"] == "ok"]
+    assert {"oxigraph search", "oxigraph recall()", "python dict", "sqlite (CTE+FTS5)"} <= set(ran)
+    for name, engine in size["engines"].items():
+        assert engine["status"] in ("ok", "skipped"), (name, engine)
+    assert len(size["recall"]) == 8
+    for row in size["recall"]:
+        assert row["identical"], row
+        assert set(row["engines"]) == set(ran), (row["query"], row["depth"])
+        assert all(e["identical"] for e in row["engines"].values())
+    assert any(row["entries"] > 0 for row in size["recall"])
+    # the generated store left nothing behind
+    assert not any((tmp_path / "work").iterdir())
