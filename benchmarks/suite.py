@@ -930,9 +930,9 @@ def plot(result: dict[str, Any], path: Path) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None, prog: str = "python -m benchmarks") -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks",
+        prog=prog,
         description="memory_rdf benchmarks: scale, cost growth, and every peer side by side.",
     )
     group = parser.add_mutually_exclusive_group()
@@ -1023,15 +1023,15 @@ def _progress(total: int) -> Iterator[tuple[Callable[[str], None], Callable[[str
 STEPS_PER_SIZE = 8
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> int:
     """Run the suite; returns 0, or 1 when an engine answered differently (or failed)."""
-    args = parse_args(argv)
+    args = parse_args(argv, prog)
     mode: Mode = args.mode
     now = datetime.now()
     stamp = now.strftime("%Y-%m-%d-%H%M%S")
     result: dict[str, Any] = {
         "date": now.isoformat(timespec="seconds"),
-        "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": " ".join([prog, *(argv if argv is not None else sys.argv[1:])]),
         "mode": "full" if args.full else "quick",
         "parameters": {**mode.__dict__, "decay": args.decay, "forgotten": args.forgotten,
                        "depths": list(DEPTHS), "queries": [q[0] for q in QUERIES]},

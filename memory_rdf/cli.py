@@ -3,7 +3,8 @@
 Commands: ``demo``, ``remember``, ``recall``, ``compress`` (these open the agent read-write,
 through :class:`~memory_rdf.MemoryManager`) and ``sparql``, ``export``, ``graph``, ``stats``,
 ``validate`` (read-only inspection through :mod:`memory_rdf._inspect`: they never write and
-work while another process holds the agent).
+work while another process holds the agent); ``bench`` runs the benchmark suite of a source
+checkout (``benchmarks/``, not part of the wheel).
 
 Exit codes: 0 success; 1 an error (one line on stderr, never a traceback), or ``validate``
 found violations; 2 a usage error, an invalid agent id or an unknown agent (nothing created).
@@ -12,6 +13,7 @@ found violations; 2 a usage error, an invalid agent id or an unknown agent (noth
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -783,6 +785,58 @@ def validate(agent: str, data_dir: Path) -> None:
         return
     click.echo(report.rstrip())
     raise CliError(f"agent {agent!r} does not conform to the memory_rdf SHACL shapes", 1)
+
+
+# -- bench --------------------------------------------------------------------------------------
+
+
+def _benchmarks_checkout() -> Path | None:
+    """The source checkout holding ``benchmarks/suite.py``: the current directory or one of its
+    parents, else the checkout this package was installed from (an editable install)."""
+    here = Path.cwd().resolve()
+    package_parent = Path(__file__).resolve().parent.parent
+    for candidate in (here, *here.parents, package_parent):
+        if (candidate / "benchmarks" / "suite.py").is_file():
+            return candidate
+    return None
+
+
+@cli.command(
+    short_help="Run the benchmark suite (from a source checkout).",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                      "help_option_names": []},
+    add_help_option=False,
+)
+@click.argument("suite_args", nargs=-1, type=click.UNPROCESSED)
+def bench(suite_args: tuple[str, ...]) -> int:
+    """Measure recall, remember, compression, disk and memory at 10k-1M nodes against a Python
+    dict, NetworkX, rdflib, SQLite and LevelGraph in one run; every argument goes to the suite
+    (``memory-rdf bench --help`` lists them). The benchmarks are not part of the wheel: run
+    this inside a clone of the memory_rdf repository.
+
+    \b
+    Examples:
+      memory-rdf bench --quick            # 10k nodes, about a minute
+      memory-rdf bench --full             # 100k and 1M nodes where disk allows
+    """
+    root = _benchmarks_checkout()
+    if root is None:
+        raise CliError(
+            "memory-rdf bench runs the benchmarks/ directory of a source checkout, which the "
+            "installed package does not include: clone the memory_rdf repository and run "
+            "'memory-rdf bench' (or 'python -m benchmarks') inside it", 2)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        suite = importlib.import_module("benchmarks.suite")
+    except ImportError as exc:
+        raise CliError(f"cannot load the benchmarks in {root}: {exc} "
+                       "(install what they need with: pip install \".[bench]\")") from exc
+    try:
+        return int(suite.main(list(suite_args), prog="memory-rdf bench"))
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
 
 
 # ---------------------------------------------------------------------------------------------

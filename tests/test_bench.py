@@ -8,6 +8,7 @@ could run here) answered every query with exactly the same text.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +25,17 @@ def test_the_fast_loader_builds_what_remember_builds(tmp_path: Path) -> None:
     assert shape["nodes"] == 60 and shape["focus"] == 5
 
 
+def memory_rdf_command() -> str:
+    return shutil.which("memory-rdf") or str(Path(sys.executable).parent / "memory-rdf")
+
+
 @pytest.mark.slow
 def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -> None:
+    """``memory-rdf bench --quick`` (the installed command, run in the checkout), on a smaller
+    store and with shorter budgets than the default so the test takes under a minute."""
     out = tmp_path / "results"
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--sizes", "2000", "--out", str(out),
+        [memory_rdf_command(), "bench", "--quick", "--sizes", "2000", "--out", str(out),
          "--work", str(tmp_path / "work"), "--repeat", "3", "--budget", "0.05",
          "--remembers", "10", "--slices", "1", "--check-nodes", "50", "--no-plot"],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
@@ -41,7 +48,8 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
     assert result["workload_check"]["status"] == "identical"
     (size,) = result["sizes"]
     ran = [name for name, e in size["engines"].items() if e["status"] == "ok"]
-    assert {"oxigraph search", "oxigraph recall()", "python dict", "sqlite (CTE+FTS5)"} <= set(ran)
+    assert {"oxigraph search", "oxigraph recall()", "python dict", "networkx",
+            "rdflib (same SPARQL)", "sqlite (CTE+FTS5)"} <= set(ran)
     for name, engine in size["engines"].items():
         assert engine["status"] in ("ok", "skipped"), (name, engine)
     assert len(size["recall"]) == 8
@@ -52,3 +60,27 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
     assert any(row["entries"] > 0 for row in size["recall"])
     # the generated store left nothing behind
     assert not any((tmp_path / "work").iterdir())
+
+
+def test_bench_outside_a_checkout_says_where_the_benchmarks_are(tmp_path: Path) -> None:
+    """Installed from a wheel and run elsewhere, the command explains instead of crashing."""
+    probe = (
+        "import sys, pathlib\n"
+        "import memory_rdf.cli as cli\n"
+        "cli.__file__ = str(pathlib.Path(sys.argv[1]) / 'site' / 'memory_rdf' / 'cli.py')\n"
+        "sys.exit(cli.run(['bench', '--quick']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "source checkout" in done.stderr and "python -m benchmarks" in done.stderr
+    assert not list(tmp_path.iterdir())  # nothing created
+
+
+def test_bench_help_lists_the_suite_options() -> None:
+    done = subprocess.run([memory_rdf_command(), "bench", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: memory-rdf bench")
+    for option in ("--quick", "--full", "--sizes", "--out", "--skip"):
+        assert option in done.stdout
