@@ -934,6 +934,14 @@ def parse_args(argv: list[str] | None, prog: str = "python -m benchmarks") -> ar
     parser = argparse.ArgumentParser(
         prog=prog,
         description="memory_rdf benchmarks: scale, cost growth, and every peer side by side.",
+        epilog=(
+            "Examples:\n"
+            f"  {prog} --quick                 # 10k nodes, about a minute\n"
+            f"  {prog} --full                  # 100k and 1M nodes where disk allows\n"
+            f"  {prog} --sizes 10000,100000 --skip levelgraph --data-dir /tmp/bench\n"
+            "\nResults go to benchmarks/results/ as JSON, Markdown and PNG."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--quick", action="store_true",
@@ -943,8 +951,9 @@ def parse_args(argv: list[str] | None, prog: str = "python -m benchmarks") -> ar
     parser.add_argument("--sizes", help="comma-separated node counts, overriding the mode's")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"where results go (default {DEFAULT_OUT})")
-    parser.add_argument("--work", type=Path, default=DEFAULT_WORK,
-                        help="where the stores are built (a temporary directory inside it)")
+    parser.add_argument("--work", "--data-dir", dest="work", type=Path, default=DEFAULT_WORK,
+                        help="where the benchmark agents' stores are built (a temporary "
+                             f"directory inside it; default {DEFAULT_WORK})")
     parser.add_argument("--repeat", type=int, help="most timed runs per recall and engine")
     parser.add_argument("--budget", type=float, help="seconds per recall and engine")
     parser.add_argument("--remembers", type=int, help="remembers timed per size")
