@@ -15,6 +15,7 @@ from memory_rdf._nodes import chunks
 from memory_rdf._store import (
     AgentStore,
     WriteBatch,
+    iri_ref,
     link_ref,
     lit,
     node_id,
@@ -46,6 +47,15 @@ def link_triples(link: LinkData) -> list[str]:
     return out
 
 
+def by_strength(links: Sequence[tuple[str, float, str]]) -> dict[str, list[str]]:
+    """``(source, strength, relation)`` → ``source → relations``, strongest first, then by
+    name ("" = unnamed first): the order of SPEC §5.4's perception entry."""
+    out: dict[str, list[str]] = {}
+    for source, _w, rel in sorted(links, key=lambda x: (x[0], -x[1], x[2])):
+        out.setdefault(source, []).append(rel)
+    return out
+
+
 class LinkStore:
     def __init__(self, store: AgentStore, threshold: float) -> None:
         self._store = store
@@ -54,39 +64,58 @@ class LinkStore:
     def add(self, batch: WriteBatch, links: Sequence[LinkData]) -> None:
         batch.insert(t for link in links for t in link_triples(link))
 
-    def live_outgoing(
+    def outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None
-    ) -> list[tuple[str, str, float, str]]:
-        """``(source, target, strength, relation)`` of live links from ``sources`` to live nodes."""
+    ) -> tuple[list[tuple[str, str, float, str]], list[tuple[str, float, str]]]:
+        """Live links out of ``sources`` (``outgoing_links.rq``), split by their target:
+        ``(source, target, strength, relation)`` of links to live nodes, and
+        ``(source, strength, relation)`` of dangling ones; relation "" = unnamed."""
         rels = None if relations is None else [lit(r) for r in relations]
-        out: list[tuple[str, str, float, str]] = []
+        live: list[tuple[str, str, float, str]] = []
+        dangling: list[tuple[str, float, str]] = []
         for part in chunks(sources):
             query = render(
-                "live_outgoing_links",
+                "outgoing_links",
                 sources=[node_ref(i) for i in part],
                 threshold=self._threshold,
                 relations=rels,
             )
-            for s, t, w, rel in self._store.rows(query):
-                out.append((node_id(s), node_id(t), w, rel or ""))
-        return out
+            for s, t, w, rel, alive in self._store.rows(query):
+                if alive is None:
+                    dangling.append((node_id(s), w, rel or ""))
+                else:
+                    live.append((node_id(s), node_id(t), w, rel or ""))
+        return live, dangling
 
     def dangling_outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None
     ) -> dict[str, list[str]]:
-        """``source → relation names`` (strongest first, "" = unnamed) of live dangling links."""
-        rels = None if relations is None else [lit(r) for r in relations]
-        out: dict[str, list[str]] = {}
+        """``source → relation names`` (strongest first, "" = unnamed) of live dangling links.
+
+        Two steps: the forgotten targets through the shortcut triples
+        (``dangling_targets.rq``), then strength and relation of just those links by IRI
+        (``dangling_link_details.rq``) — instead of reading every link resource of every
+        source (``dangling_links.rq``, the same answer at 2–4× the cost)."""
+        pairs: dict[str, str] = {}  # link IRI → source id
         for part in chunks(sources):
+            query = render("dangling_targets", sources=[node_ref(i) for i in part])
+            for s, t in self._store.rows(query):
+                source, target = node_id(s), node_id(t)
+                pairs[str(link_ref(source, target))[1:-1]] = source
+        if not pairs:
+            return {}
+        rels = None if relations is None else [lit(r) for r in relations]
+        found: list[tuple[str, float, str]] = []
+        for part in chunks(list(pairs)):
             query = render(
-                "dangling_links",
-                sources=[node_ref(i) for i in part],
+                "dangling_link_details",
+                links=[iri_ref(i) for i in part],
                 threshold=self._threshold,
                 relations=rels,
             )
-            for s, _t, _w, rel in self._store.rows(query):
-                out.setdefault(node_id(s), []).append(rel or "")
-        return out
+            for iri, w, rel in self._store.rows(query):
+                found.append((pairs[iri], w, rel or ""))
+        return by_strength(found)
 
     def importance(self, nid: str) -> float:
         query = render("importance", node=node_ref(nid), threshold=self._threshold)

@@ -1,11 +1,14 @@
 """Recall: a best-first walk from the seeds over live links (SPEC §5.4, §5.5).
 
 The walk itself is a few lines of Python over one global priority queue. The graph it walks
-is fetched from the store level by level: one ``live_outgoing_links`` query per hop for the
-whole frontier (never one per node), one ``matching_nodes`` query for the keyword test, and
-text only for the results. Every node the walk can expand (hop < depth along its first, best
+is fetched from the store level by level: one ``outgoing_links`` query per hop for the whole
+frontier (never one per node), one ``matching_nodes`` query for the keyword test, and text
+only for the results. Every node the walk can expand (hop < depth along its first, best
 path) is within ``depth - 1`` hops of a seed, so fetching BFS levels ``0 … depth-1`` gives the
-walk every edge it can use.
+walk every edge it can use. The level queries return the frontier's dangling links too, so
+the perception entries (SPEC §5.4) need a lookup only for results that were never expanded
+(``dangling_targets`` through the shortcut triples, then ``dangling_link_details``); see
+``benchmarks/PROFILE.md``.
 
 The seeds are the focus (SPEC §5.4) and/or the keyword entry (SPEC §5.5,
 :meth:`Searcher.keyword_seeds`): the nodes whose index terms best match the query's terms,
@@ -21,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory_rdf._config import Templates
-from memory_rdf._links import LinkStore
+from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._nodes import NodeStore
 from memory_rdf._resources import query_text
 from memory_rdf._store import AgentStore, lit, node_id, render
@@ -131,6 +134,20 @@ def walk(
                     heapq.heappush(heap, (neg * strength, rank, order, target, hop + 1))
                     order += 1
     return hits
+
+
+@dataclass(frozen=True)
+class Graph:
+    """What a recall reads of the network before walking it (:meth:`Searcher.fetch`)."""
+
+    #: node → ``(target, strength, relation)`` of its live links to live nodes, for every node
+    #: whose links were read (the BFS levels ``0 … depth-1``), strongest first, then target id.
+    adjacency: dict[str, list[tuple[str, float, str]]]
+    #: every node reached, seeds first, in BFS order.
+    reached: list[str]
+    #: node → relations of its live dangling links (strongest first), for the nodes of
+    #: ``adjacency`` that have any.
+    dangling: dict[str, list[str]]
 
 
 @dataclass(frozen=True)
@@ -256,30 +273,33 @@ class Searcher:
             for i, (iri, score) in enumerate(rows)
         ]
 
-    def fetch(
-        self, seeds: Sequence[Seed], depth: int, relations: Sequence[str] | None
-    ) -> tuple[dict[str, list[tuple[str, float, str]]], list[str]]:
-        """Adjacency of every node within ``depth - 1`` hops, and every node reached."""
-        adjacency: dict[str, list[tuple[str, float, str]]] = {}
+    def fetch(self, seeds: Sequence[Seed], depth: int, relations: Sequence[str] | None) -> Graph:
+        """The walk's graph: adjacency of every node within ``depth - 1`` hops, every node
+        reached, and the dangling links of every node whose links were read."""
+        graph = Graph({}, [], {})
         reached: dict[str, None] = dict.fromkeys(s.node for s in seeds)
         frontier = list(reached)
+        lost: list[tuple[str, float, str]] = []
         for _ in range(depth):
             if not frontier:
                 break
-            fetched = self._links.live_outgoing(frontier, relations)
+            fetched, dangling = self._links.outgoing(frontier, relations)
+            lost.extend(dangling)
             for node in frontier:
-                adjacency.setdefault(node, [])
+                graph.adjacency.setdefault(node, [])
             nxt: dict[str, None] = {}
             for source, target, strength, relation in fetched:
-                adjacency[source].append((target, strength, relation))
+                graph.adjacency[source].append((target, strength, relation))
                 if target not in reached:
                     reached[target] = None
                     nxt[target] = None
             frontier = list(nxt)
-        for targets in adjacency.values():
+        for targets in graph.adjacency.values():
             # Discovery order among one node's links must not depend on the engine's row order.
             targets.sort(key=lambda t: (-t[1], t[0]))
-        return adjacency, list(reached)
+        graph.reached.extend(reached)
+        graph.dangling.update(by_strength(lost))
+        return graph
 
     def recall(
         self,
@@ -291,16 +311,24 @@ class Searcher:
     ) -> str:
         if not seeds:
             return ""
-        adjacency, reached = self.fetch(seeds, depth, relations)
-        matches = self._nodes.matching(reached, keywords) if keywords else None
-        hits = walk(seeds, adjacency, matches, depth, limit)
-        return self.render([h.node for h in hits], relations)
+        graph = self.fetch(seeds, depth, relations)
+        matches = self._nodes.matching(graph.reached, keywords) if keywords else None
+        hits = walk(seeds, graph.adjacency, matches, depth, limit)
+        return self.render([h.node for h in hits], relations, graph)
 
-    def render(self, results: Sequence[str], relations: Sequence[str] | None) -> str:
+    def render(
+        self, results: Sequence[str], relations: Sequence[str] | None, graph: Graph | None = None
+    ) -> str:
+        """The recall text of SPEC §5.4. The dangling links of results whose links ``graph``
+        already read are taken from it; only the others' are looked up."""
         if not results:
             return ""
         texts = self._nodes.texts(results)
-        dangling = self._links.dangling_outgoing(results, relations)
+        known = graph.adjacency if graph is not None else {}
+        dangling = dict(graph.dangling) if graph is not None else {}
+        todo = [nid for nid in results if nid not in known]
+        if todo:
+            dangling.update(self._links.dangling_outgoing(todo, relations))
         t = self._templates
         entries: list[str] = []
         for nid in results:

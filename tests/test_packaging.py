@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_query_file_parses_and_has_a_header() -> None:
     names = query_names()
-    assert {"importance", "live_outgoing_links", "dangling_links", "scan_order"} <= set(names)
+    assert {"importance", "outgoing_links", "dangling_targets", "dangling_link_details",
+            "scan_order"} <= set(names)
     store = Store()
     for name in names:
         text = query_text(name)
@@ -31,6 +32,7 @@ def test_every_query_file_parses_and_has_a_header() -> None:
         params = {
             "sources": [node], "nodes": [node], "threshold": _store.lit(0.01),
             "relations": [_store.lit("上文")], "keywords": [_store.lit("jwt")], "node": node,
+            "links": [_store.link_ref("0" * 32, "1" * 32)],
         }
         store.query(_store.render(name, **params), prefixes=_store.V.PREFIXES)
 

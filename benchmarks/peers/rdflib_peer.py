@@ -2,8 +2,10 @@
 own SPARQL (the shipped ``.rq`` files, rendered by ``memory_rdf._store.render``) level by
 level, exactly the query sequence the library runs on Oxigraph:
 
-``live_outgoing_links`` per BFS level (frontier chunked to 500 IRIs), ``matching_nodes`` on
-every reached node, ``node_texts`` and ``dangling_links`` on the results.
+``outgoing_links`` per BFS level (frontier chunked to 500 IRIs; its dangling rows are the
+perception of the expanded nodes), ``matching_nodes`` on every reached node, ``node_texts`` on
+the results, and ``dangling_targets`` + ``dangling_link_details`` for the results that were not
+expanded.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
-from memory_rdf._store import AgentStore, Term, lit, node_id, node_ref
+from memory_rdf._store import AgentStore, Term, iri_ref, link_ref, lit, node_id, node_ref
 from memory_rdf._store import render as render_query
 
 
@@ -54,6 +56,7 @@ class RdflibPeer(Peer):
             None if query.relations is None else [lit(r) for r in query.relations]
         )
         adjacency: dict[str, list[tuple[str, float]]] = {}
+        dangling: dict[str, list[tuple[float, str]]] = {}
         reached: dict[str, None] = dict.fromkeys(seeds)
         frontier = list(reached)
         for _ in range(query.depth):
@@ -61,11 +64,16 @@ class RdflibPeer(Peer):
                 break
             nxt: dict[str, None] = {}
             for part in chunks(frontier):
-                q = render_query("live_outgoing_links", sources=[node_ref(n) for n in part],
+                for n in part:
+                    adjacency.setdefault(n, [])
+                q = render_query("outgoing_links", sources=[node_ref(n) for n in part],
                                  threshold=self.threshold, relations=rels)
-                for s, t, w, _r in self.rows(q):
+                for s, t, w, r, alive in self.rows(q):
                     source, target = node_id(str(s)), node_id(str(t))
-                    adjacency.setdefault(source, []).append((target, float(w)))
+                    if alive is None:
+                        dangling.setdefault(source, []).append((float(w), str(r or "")))
+                        continue
+                    adjacency[source].append((target, float(w)))
                     if target not in reached:
                         reached[target] = None
                         nxt[target] = None
@@ -84,22 +92,31 @@ class RdflibPeer(Peer):
             seeds, lambda n: adjacency.get(n, ()),
             None if matches is None else matches.__contains__, query.depth, query.limit,
         )
-        return render(self.snap.templates, results, *self._texts(results, rels))
-
-    def _texts(
-        self, results: Sequence[str], rels: list[Term] | None
-    ) -> tuple[dict[str, tuple[str, str]], dict[str, list[tuple[float, str]]]]:
         texts: dict[str, tuple[str, str]] = {}
-        dangling: dict[str, list[tuple[float, str]]] = {}
         for part in chunks(results):
-            refs = [node_ref(n) for n in part]
-            for iri, content, phrase in self.rows(render_query("node_texts", nodes=refs)):
+            q = render_query("node_texts", nodes=[node_ref(n) for n in part])
+            for iri, content, phrase in self.rows(q):
                 texts[node_id(str(iri))] = (str(content), str(phrase))
-            q = render_query("dangling_links", sources=refs, threshold=self.threshold,
-                             relations=rels)
-            for s, _t, w, r in self.rows(q):
-                dangling.setdefault(node_id(str(s)), []).append((float(w), str(r or "")))
-        return texts, dangling
+        todo = [n for n in results if n not in adjacency]
+        dangling.update(self._dangling(todo, rels))
+        return render(self.snap.templates, results, texts, dangling)
+
+    def _dangling(
+        self, sources: Sequence[str], rels: list[Term] | None
+    ) -> dict[str, list[tuple[float, str]]]:
+        pairs: dict[str, str] = {}
+        for part in chunks(sources):
+            q = render_query("dangling_targets", sources=[node_ref(n) for n in part])
+            for s, t in self.rows(q):
+                source = node_id(str(s))
+                pairs[str(link_ref(source, node_id(str(t))))[1:-1]] = source
+        out: dict[str, list[tuple[float, str]]] = {}
+        for part in chunks(list(pairs)):
+            q = render_query("dangling_link_details", links=[iri_ref(i) for i in part],
+                             threshold=self.threshold, relations=rels)
+            for link, w, r in self.rows(q):
+                out.setdefault(pairs[str(link)], []).append((float(w), str(r or "")))
+        return out
 
     def close(self) -> None:
         self.graph = None  # type: ignore[assignment]
