@@ -751,6 +751,7 @@ def markdown(result: dict[str, Any]) -> str:
         "turns on every query), not the absolute milliseconds.",
         "",
     ]
+    lines += summary_table(result)
     check = result.get("workload_check")
     if check:
         lines += [f"Workload check (fast loader vs real remember path, {check['nodes']} nodes): "
@@ -818,6 +819,44 @@ def markdown(result: dict[str, Any]) -> str:
               "**every engine returned the identical recall text**" if not mismatches else
               f"**{len(mismatches)} MISMATCHES** — see the JSON", ""]
     return "\n".join(lines)
+
+
+def _gmean_p50(size: dict[str, Any], name: str, depth: int) -> float | None:
+    vals = [r["engines"][name]["p50_ms"] for r in size["recall"]
+            if r["depth"] == depth and name in r["engines"]]
+    if not vals:
+        return None
+    return math.exp(statistics.fmean(math.log(max(v, 1e-6)) for v in vals))
+
+
+def summary_table(result: dict[str, Any]) -> list[str]:
+    """One table for the README: recall p50 per engine and size (geometric mean over the
+    keyword sets), depth 2 / depth 4, with the ratio to the dict reference."""
+    sizes = [s for s in result["sizes"] if s.get("status") not in ("skipped", "failed")]
+    if not sizes:
+        return []
+    names = engine_order(result)
+    lines = ["## Summary: recall p50, ms, depth 2 / depth 4 (× the python dict reference)", "",
+             "Geometric mean over the keyword sets below; — = not run at that size.", "",
+             "| nodes | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for size in sizes:
+        cells = []
+        for name in names:
+            parts = []
+            for depth in DEPTHS:
+                v = _gmean_p50(size, name, depth)
+                ref = _gmean_p50(size, REFERENCE, depth)
+                if v is None:
+                    parts.append("—")
+                elif ref:
+                    ratio = v / ref
+                    parts.append(f"{v:.3g} (×{ratio:.2g})" if ratio < 10 else
+                                 f"{v:.3g} (×{ratio:.0f})")
+                else:
+                    parts.append(f"{v:.3g}")
+            cells.append(" / ".join(parts))
+        lines.append(f"| {size['nodes']:,} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _metric_rows(size: dict[str, Any]) -> list[str]:
@@ -904,11 +943,10 @@ def plot(result: dict[str, Any], path: Path) -> str | None:
         for name in engine_order(result):
             xs, ys = [], []
             for s in sizes:
-                vals = [r["engines"][name]["p50_ms"] for r in s["recall"]
-                        if r["depth"] == depth and name in r["engines"]]
-                if vals:
+                v = _gmean_p50(s, name, depth)
+                if v is not None:
                     xs.append(s["nodes"])
-                    ys.append(math.exp(statistics.fmean(math.log(max(v, 1e-6)) for v in vals)))
+                    ys.append(v)
             if xs:
                 ax.plot(xs, ys, marker="o", label=name)
         ax.set_xscale("log")
