@@ -46,7 +46,9 @@ class AgentSlot:
     manager: MemoryManager
     queue: deque[Task] = field(default_factory=deque)
     running: Task | None = None
-    slice_pending: bool = False
+    #: automatic slices queued and not yet started: one per processed remember (SPEC §5.1
+    #: step 5), one more for a slice that was preempted or abandoned (SPEC §5.3).
+    slices_pending: int = 0
     auto_slice: Task | None = None  # an automatic slice in progress
     closing: bool = False  # close() called: no new auto slices, queued tasks still run
     stopping: bool = False  # close() timed out: start nothing more for this agent
@@ -82,7 +84,7 @@ class Scheduler:
             if slot is None:
                 return []
             slot.closing = True
-            slot.slice_pending = False
+            slot.slices_pending = 0
 
             def drained() -> bool:
                 return not slot.queue and slot.running is None
@@ -115,6 +117,11 @@ class Scheduler:
 
     # -- submission ----------------------------------------------------------------------------
 
+    @property
+    def lock(self) -> threading.Condition:
+        """The scheduler's (reentrant) lock: hold it to check room and submit as one step."""
+        return self._cv
+
     def submit(self, agent_id: str, task: Task, limit: int | None, *, front: bool = False) -> None:
         with self._cv:
             slot = self._slot(agent_id)
@@ -141,7 +148,7 @@ class Scheduler:
         with self._cv:
             slot = self._agents.get(agent_id)
             if slot is not None and not slot.closing:
-                slot.slice_pending = True
+                slot.slices_pending += 1
                 self._cv.notify_all()
 
     def _slot(self, agent_id: str) -> AgentSlot:
@@ -165,7 +172,7 @@ class Scheduler:
         return slot is None or (
             not slot.queue
             and slot.running is None
-            and not slot.slice_pending
+            and not slot.slices_pending
             and slot.auto_slice is None
         )
 
@@ -218,8 +225,8 @@ class Scheduler:
             slot = slots[(self._slice_turn + i) % n]
             if slot.running is not None or slot.closing:
                 continue
-            if slot.auto_slice is None and slot.slice_pending:
-                slot.slice_pending = False
+            if slot.auto_slice is None and slot.slices_pending:
+                slot.slices_pending -= 1
                 slot.auto_slice = Task("auto", slot.manager._slice_generator_factory(auto=True),
                                        counted=False)
             if slot.auto_slice is not None and slot.auto_slice.not_before <= now:
@@ -249,7 +256,13 @@ class Scheduler:
             if task is not None and task.gen is not None and slot.running is None:
                 task.gen.close()
                 slot.auto_slice = None
-                slot.slice_pending = not slot.closing
+                self._requeue_slice(slot)
+
+    @staticmethod
+    def _requeue_slice(slot: AgentSlot) -> None:
+        """A slice that stopped early (preempted, abandoned in a backoff) is queued again."""
+        if not slot.closing:
+            slot.slices_pending += 1
 
     def _wait_time(self) -> float | None:
         times = [t.not_before for s in self._agents.values() for t in s.queue]
@@ -274,7 +287,7 @@ class Scheduler:
             if task.kind == "auto" and self._user_waiting_locked():
                 task.gen.close()  # abandon: the node stays as it was, scanned again later
                 slot.auto_slice = None
-                slot.slice_pending = True
+                self._requeue_slice(slot)
             else:
                 task.not_before = time.monotonic() + backoff.delay
 
@@ -291,7 +304,7 @@ class Scheduler:
             if task.kind == "auto":
                 slot.auto_slice = None
                 if exc is None and isinstance(value, dict) and value.get("preempted"):
-                    slot.slice_pending = not slot.closing
+                    self._requeue_slice(slot)
             elif task in slot.queue:
                 slot.queue.remove(task)
             if not slot.queue and not slot.closing:
