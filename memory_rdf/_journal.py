@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from memory_rdf import _vocab as V
 from memory_rdf._exceptions import SchemaVersionError
-from memory_rdf._store import AgentStore, Term, WriteBatch, iri_ref, lit, triple
+from memory_rdf._store import AgentStore, Term, WriteBatch, iri_ref, lit, render, triple
 
 _J = f"<{V.JOURNAL_GRAPH}>"
 _M = f"<{V.META_GRAPH}>"
@@ -37,12 +37,7 @@ def task_ref(task_id: str) -> Term:
 class Journal:
     def __init__(self, store: AgentStore) -> None:
         self._store = store
-        self._seq = int(
-            store.scalar(
-                f"SELECT (MAX(?seq) AS ?max) WHERE {{ GRAPH {_J} {{ ?t {V.m('taskSeq')} ?seq }} }}",
-                0,
-            )
-        )
+        self._seq = int(store.scalar(render("journal_last_seq"), 0))
 
     def add(self, text: str) -> JournalTask:
         """Write a pending task durably (one update) and return it."""
@@ -93,13 +88,7 @@ class Journal:
         self._store.commit(batch)
 
     def tasks(self, status: str | None = None) -> list[JournalTask]:
-        rows = self._store.rows(
-            f"""SELECT ?t ?seq ?text ?status ?attempts ?error ?at WHERE {{ GRAPH {_J} {{
-                ?t {V.m('taskSeq')} ?seq ; {V.m('taskText')} ?text ;
-                   {V.m('taskStatus')} ?status ; {V.m('attempts')} ?attempts .
-                OPTIONAL {{ ?t {V.m('lastError')} ?error }}
-                OPTIONAL {{ ?t {V.m('acceptedAt')} ?at }} }} }} ORDER BY ?seq"""
-        )
+        rows = self._store.rows(render("journal_tasks"))
         out = [
             JournalTask(t[len(V.TASK):], seq, text, st, att, err or "", at)
             for t, seq, text, st, att, err, at in rows
@@ -107,13 +96,7 @@ class Journal:
         return [t for t in out if status is None or t.status == status]
 
     def count(self, status: str) -> int:
-        return int(
-            self._store.scalar(
-                f"SELECT (COUNT(?t) AS ?n) WHERE {{ GRAPH {_J} {{ ?t {V.m('taskStatus')} "
-                f"{lit(status)} }} }}",
-                0,
-            )
-        )
+        return int(self._store.scalar(render("journal_count", status=lit(status)), 0))
 
 
 class Metadata:
@@ -122,16 +105,18 @@ class Metadata:
     def __init__(self, store: AgentStore, agent_id: str) -> None:
         self._store = store
         s = f"<{V.META_SUBJECT}>"
-        rows = self._store.rows(
-            f"""SELECT ?version ?agent ?last ?seq WHERE {{ GRAPH {_M} {{
-                {s} {V.m('schemaVersion')} ?version .
-                OPTIONAL {{ {s} {V.m('agentId')} ?agent }}
-                OPTIONAL {{ {s} {V.m('lastCreatedAt')} ?last }}
-                OPTIONAL {{ {s} {V.m('nodeSequence')} ?seq }} }} }}"""
-        )
+        rows = self._store.rows(render("store_metadata"))
         self.node_sequence = 0
         if not rows:
             self.last_created_at: datetime | None = None
+            if store.ask(render("any_memory")):
+                # Memories but no metadata: written before schema version 1 existed.
+                raise SchemaVersionError(
+                    f"the memory store {store.path} has memories but no schema metadata "
+                    f"(schema version 0, from a pre-release memory_rdf); this one reads version "
+                    f"{V.SCHEMA_VERSION} and has no migration for it: export it "
+                    "(memory-rdf export AGENT) and remember its contents into a new agent"
+                )
             if not store.read_only:
                 batch = WriteBatch()
                 batch.insert(
@@ -151,6 +136,13 @@ class Metadata:
             raise SchemaVersionError(
                 f"the memory store {store.path} was written by a newer memory_rdf "
                 f"(schema version {version}, this one reads {V.SCHEMA_VERSION}); upgrade memory-rdf"
+            )
+        if int(version) < V.SCHEMA_VERSION:
+            # No older schema version was ever released; a migration from one would go here.
+            raise SchemaVersionError(
+                f"the memory store {store.path} has schema version {version}, older than the "
+                f"version {V.SCHEMA_VERSION} this memory_rdf reads, and no migration exists for "
+                "it: export it (memory-rdf export AGENT) and remember its contents into a new agent"
             )
         self.last_created_at = last
 

@@ -56,6 +56,7 @@ from memory_rdf import (
 from memory_rdf._inspect import inspect_agent, inspect_stats, validate
 from memory_rdf._journal import Journal
 from memory_rdf._store import AgentStore, node_id
+from memory_rdf._vocab import SCHEMA_VERSION
 
 from helpers import FAST, ScriptedModel, say
 
@@ -847,3 +848,39 @@ def test_newer_schema_version_is_refused_and_nothing_changes(data_dir: Path) -> 
     assert dump_quads(path) == before  # nothing was changed
     reopened = ox.Store(str(path))  # and the failed open released the lock
     del reopened
+
+
+@pytest.mark.parametrize("older", ["version 0", "no metadata"])
+def test_older_schema_version_is_refused_with_a_message(data_dir: Path, older: str) -> None:
+    """No older schema was ever released, so there is nothing to migrate: a store that says it
+    is older (or has memories but no metadata at all) is refused, named, and left untouched."""
+    with MemoryManager("past", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember(say("written long ago | and linked"))
+        assert mem.wait_idle(30)
+    path = data_dir / "past"
+    store = ox.Store(str(path))
+    version = ox.NamedNode(MEMORY + "schemaVersion")
+    if older == "version 0":
+        store.update(
+            f"DELETE WHERE {{ GRAPH <{META_GRAPH}> {{ <{META_SUBJECT}> {version} ?v }} }} ;"
+            f"INSERT DATA {{ GRAPH <{META_GRAPH}> {{ <{META_SUBJECT}> {version} 0 }} }}"
+        )
+    else:
+        store.update(f"CLEAR GRAPH <{META_GRAPH}>")
+    store.flush()
+    del store
+    before = dump_quads(path)
+
+    mem = MemoryManager("past", data_dir=data_dir, config=FAST, model=ScriptedModel())
+    with pytest.raises(SchemaVersionError, match=r"schema version 0.*export") as info:
+        mem.initialize()
+    assert str(path) in str(info.value)
+    mem.close()
+    assert dump_quads(path) == before
+
+
+def test_a_new_store_gets_current_metadata(data_dir: Path) -> None:
+    with MemoryManager("fresh", data_dir=data_dir, config=FAST, model=ScriptedModel()):
+        pass
+    quads = dump_quads(data_dir / "fresh")
+    assert any("schemaVersion" in q and f'"{SCHEMA_VERSION}"' in q for q in quads)

@@ -32,7 +32,7 @@ def test_every_query_file_parses_and_has_a_header() -> None:
         params = {
             "sources": [node], "nodes": [node], "threshold": _store.lit(0.01),
             "relations": [_store.lit("上文")], "keywords": [_store.lit("jwt")], "node": node,
-            "links": [_store.link_ref("0" * 32, "1" * 32)],
+            "links": [_store.link_ref("0" * 32, "1" * 32)], "status": _store.lit("pending"),
         }
         store.query(_store.render(name, **params), prefixes=_store.V.PREFIXES)
 
