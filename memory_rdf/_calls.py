@@ -109,6 +109,18 @@ def with_retries(
             yield Backoff(backoff_delay(config, n))
 
 
+def apply_model_timeout(model: object, seconds: float) -> None:
+    """Give ``model`` the ``Config.model_timeout`` it should bound each request by (SPEC §4).
+
+    Models that send requests (the HTTP models) take it through their
+    ``use_default_timeout(seconds)`` unless they were given their own timeout; a model without
+    that method (in process, trusted to return) is left alone.
+    """
+    use = getattr(model, "use_default_timeout", None)
+    if callable(use):
+        use(seconds)
+
+
 def run_blocking(gen: Generator[Backoff, None, T]) -> T:
     """Drive a task generator to completion in the calling thread, sleeping through backoffs."""
     try:

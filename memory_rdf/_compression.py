@@ -55,6 +55,9 @@ class SliceReport:
     forgotten: int = 0
     links_removed: int = 0
     model_calls: int = 0
+    model_requests: int = 0  # HTTP requests (HTTP models only)
+    model_failures: int = 0
+    model_retries: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     preempted: bool = False
@@ -67,6 +70,9 @@ class SliceReport:
             "forgotten": self.forgotten,
             "links_removed": self.links_removed,
             "model_calls": self.model_calls,
+            "model_requests": self.model_requests,
+            "model_failures": self.model_failures,
+            "model_retries": self.model_retries,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "preempted": self.preempted,
@@ -290,7 +296,9 @@ class Compressor:
             return
         if target < len(node.content):
             chunk.flush(self.store)  # a model call may be abandoned: land what is done
-            before = (self.stats.calls, self.stats.prompt_tokens, self.stats.completion_tokens)
+            st = self.stats
+            before = (st.calls, st.prompt_tokens, st.completion_tokens, st.requests,
+                      st.failures, st.retries)
             content = node.content
             try:
                 p = yield from with_retries(
@@ -306,6 +314,9 @@ class Compressor:
                 report.model_calls += self.stats.calls - before[0]
                 report.prompt_tokens += self.stats.prompt_tokens - before[1]
                 report.completion_tokens += self.stats.completion_tokens - before[2]
+                report.model_requests += st.requests - before[3]
+                report.model_failures += st.failures - before[4]
+                report.model_retries += st.retries - before[5]
         for key in touching:
             if key[0] in focus:
                 continue  # links out of a focus node do not decay (SPEC §5.2 step 7)

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from memory_rdf._calls import Backoff, CallStats, backoff_delay
+from memory_rdf._calls import Backoff, CallStats, apply_model_timeout, backoff_delay
 from memory_rdf._compression import Compressor
 from memory_rdf._config import Config
 from memory_rdf._exceptions import (
@@ -91,6 +91,7 @@ class MemorySystem:
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.config = config or Config()
         self.model = _resolve_model(model)
+        apply_model_timeout(self.model, self.config.model_timeout)  # SPEC §4
         self.scheduler = Scheduler()
         self._agents: dict[str, MemoryManager] = {}
         self._lock = threading.Lock()
@@ -163,6 +164,8 @@ class MemoryManager:
             self._system = system
             self._owns_system = False
         self.model = self._system.model if model is None else _resolve_model(model)
+        if self.model is not self._system.model:  # the system's model has the system's timeout
+            apply_model_timeout(self.model, self.config.model_timeout)
         base = Path(data_dir) if data_dir is not None else self._system.data_dir
         self.path = base / self.agent_id
         self._store: AgentStore | None = None

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_rdf._calls import Backoff, CallStats, attempt, with_retries
 from memory_rdf._config import Config
@@ -19,6 +19,8 @@ from memory_rdf._nodes import NodeData, NodeStore
 from memory_rdf._store import AgentStore, WriteBatch
 from memory_rdf._text import index_terms
 from memory_rdf._types import Processed, SmallModel, check_processed
+
+T = TypeVar("T")
 
 NEXT = "下文"  # link i → i+1
 PREVIOUS = "上文"  # link i+1 → i
@@ -131,13 +133,12 @@ class Rememberer:
         batch_fn = getattr(model, "process_batch", None)
         if batch_fn is not None and len(segments) > 1:
             try:
-                result = yield from with_retries(
+                return _batch_attempt(
                     lambda: _checked_batch(batch_fn(list(segments)), len(segments)),
-                    cfg, self.stats, "process_batch",
+                    self.stats, "process_batch",
                 )
-                return result
-            except ModelError:
-                pass  # fall back to one call per segment, same results (SPEC §4)
+            except _BatchFailed:
+                pass  # one call per segment, same results (SPEC §4), each with its retries
         out: list[Processed] = []
         for seg in segments:
             try:
@@ -166,11 +167,11 @@ class Rememberer:
         batch_fn = getattr(model, "relation_batch", None)
         if batch_fn is not None and len(pairs) > 1:
             try:
-                names = yield from with_retries(
+                names = _batch_attempt(
                     lambda: _checked_relations(batch_fn(pairs), len(pairs)),
-                    cfg, self.stats, "relation_batch",
+                    self.stats, "relation_batch",
                 )
-            except ModelError:
+            except _BatchFailed:
                 names = None
         if names is None:
             names = []
@@ -231,6 +232,23 @@ class Rememberer:
         self.journal.remove(batch, task.id)
         self.store.commit(batch)
         return ids
+
+
+class _BatchFailed(Exception):
+    """A batched call failed in a way the single calls may not: use them instead."""
+
+
+def _batch_attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
+    """One attempt at a batched call, never retried: an invalid batch (or a timeout, a 429,
+    a 5xx) falls back at once to the single calls, which keep the full retry policy, instead
+    of waiting out up to ``max_retries`` backoffs first. A :class:`PermanentModelError`
+    (wrong model, key or request) propagates: the single calls would fail the same way."""
+    try:
+        return attempt(fn, stats, label)
+    except PermanentModelError:
+        raise
+    except ModelError as exc:
+        raise _BatchFailed(str(exc)) from exc
 
 
 def _clean(keywords: Sequence[str]) -> list[str]:

@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
+import benchmarks._fake_llm as fake_llm
 from benchmarks._fake_llm import RELATION, FakeLLM, fake_processed
 from memory_rdf import (
     Config,
     ConfigError,
     MemoryManager,
+    MemorySystem,
     ModelError,
     PermanentModelError,
     Processed,
@@ -36,7 +38,6 @@ from memory_rdf.small_model import (
     model_from_env,
 )
 from memory_rdf.small_model._answers import (
-    check_processed_item,
     check_relation,
     check_segments,
     coverage_problem,
@@ -92,6 +93,20 @@ def open_mem(data_dir: Path) -> Iterator[Callable[..., MemoryManager]]:
     yield make
     for mem in made:
         mem.close(timeout=10)
+
+
+@pytest.fixture
+def answers(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Any]]:
+    """Scripted answers of the fake server by task (segment, process, ...): the request still
+    goes over HTTP and is answered as JSON; tasks not scripted are answered from the schema."""
+    scripted: dict[str, dict[str, Any]] = {}
+    real = fake_llm._answer
+
+    def answer(schema: dict[str, Any], task: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return scripted[task] if task in scripted else real(schema, task, payload)
+
+    monkeypatch.setattr(fake_llm, "_answer", answer)
+    return scripted
 
 
 def remember(mem: MemoryManager, lines: list[str]) -> None:
@@ -165,7 +180,10 @@ def test_requests_carry_the_answer_schema(
         assert r.body["model"] == MODEL
     items = by_task["process_batch"].schema["properties"]["items"]
     assert items["minItems"] == items["maxItems"] == 5
-    assert set(items["items"]["properties"]) == {"content", "phrase", "keywords"}
+    item = items["items"]["properties"]
+    assert set(item) == {"content", "phrase", "keywords"}
+    assert item["phrase"] == {"type": "string", "maxLength": 20}
+    assert (item["keywords"]["minItems"], item["keywords"]["maxItems"]) == (1, 5)
     relations = by_task["relation_batch"].schema["properties"]["relations"]
     assert relations["minItems"] == relations["maxItems"] == 25
     assert by_task["segment"].schema["properties"]["segments"]["type"] == "array"
@@ -205,6 +223,28 @@ def test_compression_shortens_through_the_model(
     assert (old[:target], ) == tuple(c for c, _, _ in nodes(mem) if c.startswith("user: 张伟"))
 
 
+def test_slice_report_counts_requests_failures_and_retries(
+    server: FakeLLM, make_model: Callable[..., HTTPModel], open_mem: Callable[..., MemoryManager]
+) -> None:
+    mem = open_mem(make_model(), config=Config(
+        retry_initial_delay=0, retry_max_delay=0, max_retries=2, auto_compress=False,
+        focus_limit=1,
+    ))
+    old = "张伟负责登录模块的重构，预计下周三发布 v2.0 版本，" * 2
+    remember(mem, [old, "第二段"])
+    remember(mem, ["第三段"])
+    set_strength(mem, "user: " + old, "user: 第二段", 0.2)
+    server.reset()
+    server.misbehave("status", times=1, task="process", status=503)
+    report = mem.run_compression_slice()
+    assert report["compressed"] == 1
+    counts = ("model_calls", "model_requests", "model_failures", "model_retries")
+    assert tuple(report[k] for k in counts) == (2, 2, 1, 1)  # a 503, then the answer
+    assert server.count() == 2
+    assert (report["prompt_tokens"], report["completion_tokens"]) == server.tokens()
+    assert report["prompt_tokens"] > 0
+
+
 # --------------------------------------------------------------------------- failures, retries
 
 
@@ -223,16 +263,56 @@ def test_transient_500s_are_retried_by_the_manager(
     assert "JWT" in mem.recall(["JWT"])
 
 
-def test_429_on_a_batch_is_retried_with_backoff(
+def test_429_on_a_batch_falls_back_to_single_calls_that_retry(
     server: FakeLLM, make_model: Callable[..., HTTPModel], open_mem: Callable[..., MemoryManager]
 ) -> None:
     mem = open_mem(make_model())
-    server.misbehave("status", times=2, task="process_batch", status=429, message="slow down")
+    server.misbehave("status", times=1, task="process_batch", status=429, message="slow down")
+    server.misbehave("status", times=1, task="process", status=429, message="slow down")
     remember(mem, FIVE)
-    assert server.count("process_batch") == 3 and server.count("process") == 0
+    assert server.count("process_batch") == 1  # a batch is tried once
+    assert server.count("process") == 6  # one single call retried after its 429
     stats = mem.stats()
-    assert stats["model_retries"] == 2 and stats["model_failures"] == 2
+    assert stats["model_retries"] == 1 and stats["model_failures"] == 2
     assert [c for c, _, _ in nodes(mem)] == lines(FIVE)
+    assert [p for _, p, _ in nodes(mem)] == [fake_processed(c)["phrase"] for c in lines(FIVE)]
+
+
+def test_an_invalid_batch_falls_back_at_once_without_backoff(
+    server: FakeLLM, make_model: Callable[..., HTTPModel], open_mem: Callable[..., MemoryManager]
+) -> None:
+    slow = Config(retry_initial_delay=30, retry_max_delay=60, max_retries=15, auto_compress=False)
+    mem = open_mem(make_model(), config=slow)
+    start = time.perf_counter()
+    server.misbehave("garbage", times=1, task="process_batch")
+    remember(mem, FIVE)  # waits at most 20 s: one backoff would be 30 s
+    assert [r.task for r in server.requests()] == ["segment", "process_batch"] + ["process"] * 5
+    server.reset()
+    server.misbehave("invalid_json", times=1, task="relation_batch")
+    remember(mem, FIVE_MORE)
+    tasks = [r.task for r in server.requests()]
+    assert tasks == ["segment", "process_batch", "relation_batch"] + ["relation"] * 25
+    assert time.perf_counter() - start < 10
+    stats = mem.stats()
+    assert (stats["model_failures"], stats["model_retries"]) == (2, 0)
+    assert [c for c, _, _ in nodes(mem)] == lines(FIVE + FIVE_MORE)
+    new_focus = {k: v for k, v in links(mem).items() if "note" in k[0] and "第" in k[1]}
+    assert len(new_focus) == 25 and {rel for _, rel in new_focus.values()} == {RELATION}
+    assert mem.failed_tasks() == []
+
+
+def test_a_permanent_error_on_a_batch_fails_the_remember_at_once(
+    server: FakeLLM, make_model: Callable[..., HTTPModel], open_mem: Callable[..., MemoryManager]
+) -> None:
+    mem = open_mem(make_model())
+    server.misbehave("status", task="process_batch", status=400,
+                     message="'format' is not a valid JSON schema")
+    mem.remember(say(*FIVE))
+    assert mem.wait_idle(timeout=20)
+    (failed,) = mem.failed_tasks()  # kept, with what to fix: nothing lost
+    assert "'format' is not a valid JSON schema" in failed["error"]
+    assert [r.task for r in server.requests()] == ["segment", "process_batch"]
+    assert mem.stats()["nodes"] == 0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -336,7 +416,7 @@ def test_wrong_length_batches_fall_back_to_single_calls_with_the_same_result(
     assert links(bad).keys() == links(good).keys()
     assert {k: v[1] for k, v in links(bad).items()} == {k: v[1] for k, v in links(good).items()}
     assert server.count("process") == 10 and server.count("relation") == 25
-    assert server.count("process_batch") == 2 * 3  # 1 + max_retries attempts per remember
+    assert server.count("process_batch") == 2  # one attempt per remember, then single calls
 
 
 def test_a_hung_server_is_cut_off_by_the_timeout(
@@ -350,6 +430,65 @@ def test_a_hung_server_is_cut_off_by_the_timeout(
     assert time.perf_counter() - start < 1.2
     assert not isinstance(info.value, PermanentModelError)
     assert model.relation("张伟负责登录", "登录模块") == RELATION  # the pool recovers
+
+
+def test_config_model_timeout_cuts_off_a_hung_server_and_other_agents_are_served(
+    server: FakeLLM, data_dir: Path
+) -> None:
+    config = Config(model_timeout=0.5, max_retries=1, retry_initial_delay=0.2,
+                    retry_max_delay=0.2, auto_compress=False)
+    with (
+        OllamaModel(MODEL, server.url) as model,
+        MemorySystem(data_dir=data_dir, model=model, config=config) as system,
+    ):
+        assert model.timeout == 0.5 and not model.timeout_is_explicit
+        a, b = system.agent("a"), system.agent("b")
+        remember(b, ["the payment callback times out"])
+        server.misbehave("hang", times=-1, task="process", seconds=10)
+        start = time.perf_counter()
+        a.remember(say("张伟负责 JWT 登录"))
+        while server.count("process") < 2 and time.perf_counter() - start < 10:
+            time.sleep(0.01)  # until a's request (after b's answered one) reaches the server
+        asked = time.perf_counter()  # a's request hangs now; b waits for its cut-off at most
+        assert "payment callback" in b.recall(["payment"], timeout=5)
+        assert time.perf_counter() - asked < 3
+        assert a.wait_idle(timeout=20)
+        assert time.perf_counter() - start < 6  # two hung attempts of 10 s each, cut at 0.5 s
+        process = model.usage()["by_task"]["process"]  # b's answered request, a's two cut off
+        assert (process["requests"], process["failures"]) == (3, 2)
+        assert 0.9 <= process["seconds"] < 3
+        # SPEC §5.1 step 2: the text is kept, phrase and keywords from the built-in model.
+        ((content, phrase, keywords),) = nodes(a)
+        fallback = HeuristicModel().process(content)
+        assert content == "user: 张伟负责 JWT 登录" and phrase == fallback.phrase
+        assert keywords == sorted(set(fallback.keywords)) and a.failed_tasks() == []
+
+
+def test_an_explicit_timeout_wins_over_config_model_timeout(
+    server: FakeLLM, data_dir: Path
+) -> None:
+    config = Config(model_timeout=0.5, auto_compress=False)
+    env = {"MEMORY_RDF_MODEL": f"openai:{MODEL}", "MEMORY_RDF_MODEL_URL": server.openai_url}
+    with (
+        OllamaModel(MODEL, server.url, timeout=7) as explicit,
+        model_from_env({**env, "MEMORY_RDF_MODEL_TIMEOUT": "9"}) as from_env,
+        model_from_env(env) as unset,
+        OpenAIModel(MODEL, server.openai_url) as own,
+    ):
+        assert isinstance(from_env, HTTPModel) and isinstance(unset, HTTPModel)
+        assert unset.timeout == 300  # until a manager gives it its Config's
+        for model in (explicit, from_env, unset):
+            with MemoryManager("agent", data_dir=data_dir / model.backend, config=config,
+                               model=model):
+                pass
+        assert (explicit.timeout, from_env.timeout, unset.timeout) == (7, 9, 0.5)
+        assert explicit.use_default_timeout(2) == 7
+        with MemorySystem(data_dir=data_dir / "system", model=unset, config=Config()) as system:
+            system.agent("other", config=Config(model_timeout=3))  # shares the system's model
+            assert unset.timeout == 300
+            MemoryManager("own", config=Config(model_timeout=4), model=own,
+                          system=system).close()
+            assert own.timeout == 4
 
 
 def test_unreachable_server_is_transient() -> None:
@@ -428,23 +567,52 @@ def test_segments_must_cover_the_text_allowing_pronoun_resolution() -> None:
         check_segments({"segments": [" ", ""]}, text)
 
 
-def test_processed_answers_are_checked_and_repaired() -> None:
+def test_processed_answers_are_checked_and_repaired(
+    server: FakeLLM, make_model: Callable[..., HTTPModel], answers: dict[str, dict[str, Any]],
+    open_mem: Callable[..., MemoryManager],
+) -> None:
+    model = make_model()
     text = "user: the payment callback times out after thirty seconds in production"
-    item = {"content": text, "phrase": "payment callback timeouts in production systems",
-            "keywords": ["payment", "callback", "Payment", "timeout", "production", "x", "y"]}
-    p = check_processed_item(item, text)
-    assert p == Processed(text, "payment callback", ["payment", "callback", "timeout",
-                                                     "production", "x"])
-    short = check_processed_item({**item, "content": "payment callback timeout"}, text, 20)
-    assert short.content == "payment callback timeout"  # 24 <= 1.25 × 20
+    good = {"content": text, "phrase": " payment  callback。",
+            "keywords": ["payment", " call  back", "Payment", "timeout", "production"]}
+    answers["process"] = good
+    assert model.process(text) == Processed(  # repaired: spaces, punctuation, duplicates
+        text, "payment callback", ["payment", "call back", "timeout", "production"])
+    sent = server.requests("process")[-1].schema["properties"]
+    assert sent["phrase"]["maxLength"] == 20  # the rule a decoding server can enforce
+    assert (sent["keywords"]["minItems"], sent["keywords"]["maxItems"]) == (1, 5)
+    answers["process"] = {**good, "content": "payment callback timeout"}
+    assert model.process(text, 20).content == "payment callback timeout"  # 24 <= 1.25 × 20
+    failed = {
+        "phrase must have at most 20 characters, got 25": {
+            **good, "phrase": "payment callback timeouts"},
+        "keywords must have at most 5 items": {**good, "keywords": list("abcdef")},
+        "2 distinct keywords, need 3-5": {**good, "keywords": ["payment", "PAYMENT", "call"]},
+        "not the text": {**good, "content": "something else entirely"},
+        "the phrase is empty": {**good, "phrase": " 。"},
+    }
+    for message, item in failed.items():
+        answers["process"] = item
+        with pytest.raises(ModelError, match=message):
+            model.process(text)
+    answers["process"] = good
     with pytest.raises(ModelError, match="characters for a target of 10"):
-        check_processed_item(item, text, 10)
-    with pytest.raises(ModelError, match="not the text"):
-        check_processed_item({**item, "content": "something else entirely"}, text)
-    with pytest.raises(ModelError, match="2 keywords"):
-        check_processed_item({**item, "keywords": ["payment", "payment", "callback"]}, text)
-    assert check_processed_item({"content": "好的", "phrase": "好的", "keywords": ["好的"]},
-                                "assistant: 好的").keywords == ["好的"]
+        model.process(text, 10)
+    # A very short text may have 1–2 keywords, never none.
+    short = "assistant: 好的"
+    answers["process"] = {"content": short, "phrase": "好的", "keywords": ["好的"]}
+    assert model.process(short).keywords == ["好的"]
+    answers["process"] = {"content": short, "phrase": "好的", "keywords": []}
+    with pytest.raises(ModelError, match="at least 1 items"):
+        model.process(short)
+    assert model.usage()["invalid_answers"] == len(failed) + 2
+    # Through the manager a phrase too long is a failed call: the built-in summary is used.
+    answers["process"] = {**good, "phrase": "payment callback timeouts"}
+    mem = open_mem(model)
+    remember(mem, [text.removeprefix("user: ")])
+    ((content, phrase, _),) = nodes(mem)
+    assert (content, phrase) == (text, HeuristicModel().process(text).phrase)
+    assert server.count("process") == len(failed) + 5 + 3  # 1 + max_retries attempts
 
 
 def test_relation_names() -> None:

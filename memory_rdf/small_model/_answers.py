@@ -2,17 +2,23 @@
 or validate against its schema, or is empty or garbled).
 
 Every check raises :class:`~memory_rdf.ModelError` (a transient failure: the manager retries
-it) with a message saying what was wrong. Two kinds of rule:
+it) with a message saying what was wrong. The schema sent with the request (``_prompts``) and
+these checks agree: what the schema forbids is a failed call, never silently repaired.
 
-- **Hard** (the call fails): not JSON; not the schema's shape (types, required properties,
-  ``minItems``/``maxItems`` — a batch of the wrong length); blank segments, content or
-  phrase; segments or echoed content that do not cover the input (below); a compressed text
-  longer than 1.25 × the target (SPEC §5.2 step 6); fewer than 3 keywords for a text that is
-  not very short; a relation name that is a sentence rather than a name.
-- **Soft** (the answer is repaired): a phrase over 20 characters is cut to 20 at a word
-  boundary; more than 5 keywords keep the first 5; duplicate keywords are dropped; "none" /
-  "无关" as a relation means no name. These are advisory lengths (SPEC §2 does not make them
-  invalid data), and failing them would only repeat the same request.
+- **Hard** (the call fails): not JSON; not the schema (:func:`check_shape`: types, required
+  properties, ``minItems``/``maxItems`` — a batch of the wrong length, no keywords or more
+  than 5 — and ``maxLength`` — a phrase over 20 characters as sent); blank segments,
+  content or phrase; segments or echoed content that do not cover the input (below); a
+  compressed text longer than 1.25 × the target (SPEC §5.2 step 6); fewer than 3 distinct
+  keywords, unless the text has at most :data:`SHORT_TEXT` non-blank characters (role labels
+  excluded), which may have 1 or 2; a relation name that is a sentence rather than a name.
+- **Repaired** (cleanups that change no meaning): runs of whitespace in the phrase and
+  keywords become one space and the phrase loses surrounding punctuation; duplicate keywords
+  (ignoring case) are dropped before they are counted; a relation name loses surrounding
+  quotes and brackets, and "none" / "无关" means no name; without a target, the input text
+  itself is stored, not the model's echo of it.
+- **Advice only** (in the prompt, not checked): the phrase's 10-character lower bound,
+  keywords being nouns, relation names of 2–4 characters.
 
 **Coverage.** Segments (together) and the echoed ``content`` of ``process`` must carry the
 input: compare the multiset of *tokens* — each Han character, each run of other letters or
@@ -101,8 +107,8 @@ def parse_json(text: Any) -> Any:
 
 def check_shape(value: Any, schema: dict[str, Any], path: str = "answer") -> None:
     """Check ``value`` against the subset of JSON Schema the prompts use: ``type``,
-    ``properties`` + ``required``, ``items``, ``minItems``/``maxItems``. Extra properties
-    are ignored (they carry nothing we read)."""
+    ``properties`` + ``required``, ``items``, ``minItems``/``maxItems``,
+    ``minLength``/``maxLength``. Extra properties are ignored (they carry nothing we read)."""
     kind = schema.get("type")
     if kind is not None:
         expected = _TYPES[kind]
@@ -115,6 +121,15 @@ def check_shape(value: Any, schema: dict[str, Any], path: str = "answer") -> Non
         for name, sub in schema.get("properties", {}).items():
             if name in value:
                 check_shape(value[name], sub, f"{path}.{name}")
+    elif isinstance(value, str):
+        shortest, longest = schema.get("minLength"), schema.get("maxLength")
+        if shortest is not None and len(value) < shortest:
+            raise ModelError(f"{path} must have at least {shortest} characters, got {len(value)}")
+        if longest is not None and len(value) > longest:
+            raise ModelError(
+                f"{path} must have at most {longest} characters, got {len(value)}: "
+                f"{_clip(value)!r}"
+            )
     elif isinstance(value, list):
         lo, hi = schema.get("minItems"), schema.get("maxItems")
         if lo is not None and hi is not None and lo == hi and len(value) != lo:
@@ -168,10 +183,12 @@ def check_segments(value: dict[str, Any], text: str) -> list[str]:
 def check_processed_item(
     item: dict[str, Any], text: str, target_length: int | None = None, where: str = "answer"
 ) -> Processed:
-    """One ``{"content", "phrase", "keywords"}`` answer for ``text``.
+    """One ``{"content", "phrase", "keywords"}`` answer for ``text``, already shape-checked.
 
     Without a target the content must echo the text (coverage rule) and the text itself is
     kept, verbatim; with a target it must be non-blank and at most 1.25 × the target long.
+    The phrase must be non-blank and at most 20 characters; the distinct keywords 3–5 (1–5
+    for a short text).
     """
     content = item["content"].strip()
     if not content:
@@ -189,11 +206,15 @@ def check_processed_item(
     phrase = _phrase(item["phrase"])
     if not phrase:
         raise ModelError(f"{where}: the phrase is empty")
+    if len(phrase) > PHRASE_MAX:  # the schema's maxLength, for answers not shape-checked
+        raise ModelError(f"{where}: the phrase has {len(phrase)} characters, at most "
+                         f"{PHRASE_MAX} allowed: {_clip(phrase)!r}")
     keywords = _keywords(item["keywords"])
     short = len("".join(strip_role_prefixes(text).split())) <= SHORT_TEXT
-    if not keywords or (len(keywords) < KEYWORDS_MIN and not short):
+    need = 1 if short else KEYWORDS_MIN
+    if not need <= len(keywords) <= KEYWORDS_MAX:
         raise ModelError(
-            f"{where}: {len(keywords)} keywords, need {KEYWORDS_MIN}-{KEYWORDS_MAX}"
+            f"{where}: {len(keywords)} distinct keywords, need {need}-{KEYWORDS_MAX}"
         )
     return Processed(content, phrase, keywords)
 
@@ -218,17 +239,12 @@ def check_relations(values: Sequence[Any]) -> list[str]:
 
 
 def _phrase(value: str) -> str:
-    phrase = " ".join(value.split()).strip(_PHRASE_TRIM)
-    if len(phrase) <= PHRASE_MAX:
-        return phrase
-    cut = phrase[: PHRASE_MAX + 1]
-    space = cut.rfind(" ")
-    if space > PHRASE_MAX // 2:  # Latin words: do not cut one in half
-        cut = cut[:space]
-    return cut[:PHRASE_MAX].strip(_PHRASE_TRIM)
+    """Whitespace collapsed, surrounding punctuation dropped; never shortened."""
+    return " ".join(value.split()).strip(_PHRASE_TRIM)
 
 
 def _keywords(values: Sequence[str]) -> list[str]:
+    """Whitespace collapsed, blanks and duplicates (ignoring case) dropped; never cut."""
     seen: set[str] = set()
     out: list[str] = []
     for k in values:
@@ -236,7 +252,7 @@ def _keywords(values: Sequence[str]) -> list[str]:
         if k and k.casefold() not in seen:
             seen.add(k.casefold())
             out.append(k)
-    return out[:KEYWORDS_MAX]
+    return out
 
 
 def _json_type(value: Any) -> str:

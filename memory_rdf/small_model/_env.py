@@ -27,7 +27,8 @@ def model_from_env(environ: Mapping[str, str] | None = None) -> SmallModel:
     - ``MEMORY_RDF_MODEL_URL``: the server (default ``http://localhost:11434`` for Ollama,
       ``https://api.openai.com/v1`` for OpenAI-compatible servers);
     - ``MEMORY_RDF_API_KEY``, else ``OPENAI_API_KEY``: the bearer key (OpenAI-compatible);
-    - ``MEMORY_RDF_MODEL_TIMEOUT``: seconds per request (default 300).
+    - ``MEMORY_RDF_MODEL_TIMEOUT``: seconds per request; when unset the model takes the
+      ``Config.model_timeout`` of the manager using it (default 300).
 
     Raises :class:`~memory_rdf.ConfigError` (a ``ValueError``) naming the variable at fault.
 
@@ -64,9 +65,10 @@ def model_from_env(environ: Mapping[str, str] | None = None) -> SmallModel:
     return OpenAIModel(name, url or DEFAULT_OPENAI_URL, key, timeout=timeout)
 
 
-def _timeout(value: str) -> float:
+def _timeout(value: str) -> float | None:
+    """The variable's seconds; None when unset (the manager's ``Config.model_timeout``)."""
     if not value:
-        return 300.0
+        return None
     try:
         seconds = float(value)
     except ValueError:

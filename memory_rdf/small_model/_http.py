@@ -24,7 +24,11 @@ invalid answers a request got, and asks again at temperature 0.3, 0.6, then 0.9:
 manager's retries of an invalid answer are real second opinions.
 
 **Timeout.** ``timeout`` bounds each request: connecting, each read, and the whole answer
-(checked between received chunks).
+(checked between received chunks). A model built without ``timeout`` takes the
+``Config.model_timeout`` of the memory manager or system it is given to
+(:meth:`HTTPModel.use_default_timeout`), and :data:`DEFAULT_TIMEOUT` until then, so one
+setting in ``Config`` bounds every request; an explicit ``timeout=`` (or
+``MEMORY_RDF_MODEL_TIMEOUT`` through ``model_from_env``) wins over it.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from memory_rdf.small_model._prompts import (
 if TYPE_CHECKING:  # httpx is imported on first use: `import memory_rdf` stays fast
     import httpx
 
-__all__ = ["HTTPModel", "Reply", "thread_usage"]
+__all__ = ["DEFAULT_TIMEOUT", "HTTPModel", "Reply", "thread_usage"]
 
 T = TypeVar("T")
 
@@ -75,6 +79,9 @@ _REMEMBERED_REQUESTS = 256
 #: Largest reply read (bytes); a bigger one is garbage.
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 _TRANSIENT_4XX = frozenset({408, 409, 425, 429})
+#: Seconds per request of a model given no ``timeout`` and not (yet) used by a manager;
+#: the same as ``Config().model_timeout``.
+DEFAULT_TIMEOUT = 300.0
 
 
 def _httpx() -> Any:
@@ -172,7 +179,7 @@ class HTTPModel:
         model: str,
         base_url: str,
         *,
-        timeout: float = 300.0,
+        timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(model, str):
@@ -183,16 +190,14 @@ class HTTPModel:
             raise InvalidTypeError(f"base_url must be a str, got {type(base_url).__name__}")
         if not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must start with http:// or https://: {base_url!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise InvalidTypeError(f"timeout must be a number, got {type(timeout).__name__}")
-        if not timeout > 0:
-            raise InvalidInputError(f"timeout must be > 0 seconds, got {timeout}")
         self.model = model.strip()
         self.base_url = base_url.rstrip("/")
-        self.timeout = float(timeout)
+        #: Seconds each request may take (see :meth:`use_default_timeout`).
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else _seconds(timeout)
+        self.timeout_is_explicit = timeout is not None
         hx = _httpx()
         self._client: httpx.Client = hx.Client(
-            timeout=hx.Timeout(self.timeout),
+            timeout=hx.Timeout(self.timeout),  # each request passes the timeout of the moment
             headers={"Content-Type": "application/json", **(headers or {})},
             follow_redirects=True,
         )
@@ -215,6 +220,20 @@ class HTTPModel:
     def close(self) -> None:
         """Close the connection pool; later calls raise :class:`PermanentModelError`."""
         self._client.close()
+
+    def use_default_timeout(self, seconds: float) -> float:
+        """Bound each request by ``seconds`` unless this model was given its own ``timeout``;
+        return the timeout in effect.
+
+        Memory managers and systems call it with ``Config.model_timeout`` when they are given
+        the model, so ``Config`` is where a user sets it; an explicit ``timeout=`` (or
+        ``MEMORY_RDF_MODEL_TIMEOUT``) wins. A model shared by managers with different
+        configs keeps the value applied last.
+        """
+        value = _seconds(seconds)
+        if not self.timeout_is_explicit:
+            self.timeout = value
+        return self.timeout
 
     # -- the SmallModel calls ------------------------------------------------------------------
 
@@ -329,9 +348,12 @@ class HTTPModel:
         httpx = _httpx()
         url = self.base_url + path
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        deadline = time.monotonic() + self.timeout
+        timeout = self.timeout
+        deadline = time.monotonic() + timeout
         try:
-            with self._client.stream("POST", url, content=data) as response:
+            with self._client.stream(
+                "POST", url, content=data, timeout=httpx.Timeout(timeout)
+            ) as response:
                 chunks: list[bytes] = []
                 size = 0
                 for chunk in response.iter_bytes():
@@ -344,7 +366,7 @@ class HTTPModel:
                 status = response.status_code
         except httpx.TimeoutException as exc:
             raise ModelError(
-                f"{self._who()}: no answer from {url} within {self.timeout:g} s ({exc})"
+                f"{self._who()}: no answer from {url} within {timeout:g} s ({exc})"
             ) from exc
         except httpx.RequestError as exc:  # connection refused or reset, protocol errors, ...
             raise ModelError(f"{self._who()}: cannot reach {url}: {exc}") from exc
@@ -422,6 +444,15 @@ def _server_message(raw: bytes) -> str:
         if err is not None:
             return str(err)[:300]
     return text[:300]
+
+
+def _seconds(value: Any) -> float:
+    """A request timeout: a positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"timeout must be a number of seconds, got {type(value).__name__}")
+    if not 0 < value < float("inf"):
+        raise InvalidInputError(f"timeout must be a positive number of seconds, got {value}")
+    return float(value)
 
 
 def token_count(value: Any) -> int:

@@ -22,6 +22,8 @@ class OllamaModel(HTTPModel):
     ``prompt_eval_count`` / ``eval_count``. ``options`` adds Ollama model options to every
     request, e.g. ``{"num_ctx": 8192}`` when remembers are long: Ollama silently drops the
     start of a prompt longer than its context (the answer then fails validation).
+    ``timeout`` (seconds per request) defaults to the ``Config.model_timeout`` of the manager
+    using the model.
 
     >>> model = OllamaModel("qwen2.5:7b", timeout=60)
     >>> model
@@ -36,7 +38,7 @@ class OllamaModel(HTTPModel):
         model: str,
         base_url: str = DEFAULT_OLLAMA_URL,
         *,
-        timeout: float = 300.0,
+        timeout: float | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(model, base_url, timeout=timeout)

@@ -23,8 +23,9 @@ class OpenAIModel(HTTPModel):
     request with ``temperature`` 0 and ``response_format = {"type": "json_schema",
     "json_schema": {"name", "schema", "strict": true}}``; tokens are read from ``usage``.
     ``strict=False`` sends ``"strict": false``, for servers whose strict mode rejects a
-    keyword of the schemas (they use ``minItems``/``maxItems``); answers are validated
-    either way.
+    keyword of the schemas (they use ``minItems``/``maxItems`` and ``maxLength``); answers
+    are validated either way. ``timeout`` (seconds per request) defaults to the
+    ``Config.model_timeout`` of the manager using the model.
 
     >>> model = OpenAIModel("qwen2.5-7b-instruct", "http://localhost:8000/v1/")
     >>> model
@@ -40,7 +41,7 @@ class OpenAIModel(HTTPModel):
         base_url: str = DEFAULT_OPENAI_URL,
         api_key: str | None = None,
         *,
-        timeout: float = 300.0,
+        timeout: float | None = None,
         strict: bool = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None

@@ -18,9 +18,12 @@ relation                  ``{"relation": str}``
 relation_batch            ``{"relations": [str, ...]}``, n items
 ========================  ================================================================
 
-The schemas stay inside the subset that strict structured-output servers accept (every
-property required, ``additionalProperties: false``, array ``minItems``/``maxItems``, no
-string length limits): advisory lengths are stated in the prompt and checked on the answer.
+The schemas state every rule a server can enforce while decoding: every property required,
+``additionalProperties: false``, array ``minItems``/``maxItems`` (a batch's length; 1–5
+keywords) and the phrase's ``maxLength`` of 20. Rules a schema cannot say (at least 3
+keywords unless the text is very short, segments that cover the input) are stated in the
+prompt and checked on the answer (``_answers``). A server whose strict mode rejects one of
+these keywords works with ``OpenAIModel(..., strict=False)``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ __all__ = [
 ]
 
 PHRASE_MAX = 20
+#: Keywords wanted; texts of at most ``_answers.SHORT_TEXT`` characters may have fewer, so the
+#: schema asks for 1–``KEYWORDS_MAX`` and the answer check for ``KEYWORDS_MIN``.
 KEYWORDS_MIN = 3
 KEYWORDS_MAX = 5
 
@@ -83,8 +88,8 @@ def _processed_schema() -> dict[str, Any]:
     return _obj(
         {
             "content": {"type": "string"},
-            "phrase": {"type": "string"},
-            "keywords": _strings(KEYWORDS_MIN, KEYWORDS_MAX),
+            "phrase": {"type": "string", "maxLength": PHRASE_MAX},
+            "keywords": _strings(1, KEYWORDS_MAX),
         }
     )
 
