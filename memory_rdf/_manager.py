@@ -266,11 +266,14 @@ class MemoryManager:
         self._check_open()
         text = messages_to_text(msgs)
         scheduler = self._system.scheduler
-        with self._lock:  # queue check and journal write together: a full queue stores nothing
+        # Queue check, journal write and enqueue under the scheduler's lock: no recall can take
+        # the last slot in between, so a full queue stores nothing and an accepted remember is
+        # never refused after it was journalled.
+        with self._lock, scheduler.lock:
             self._check_open()
             scheduler.check_room(self.agent_id, self.config.max_queue_size)
             task = self.journal.add(text)
-            self._submit_remember(task, limit=self.config.max_queue_size)
+            self._submit_remember(task, limit=None)
 
     def _submit_remember(self, jtask: JournalTask, limit: int | None) -> None:
         def start() -> Generator[Backoff, None, list[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -253,3 +254,47 @@ def test_public_names() -> None:
     assert memory_rdf.__all__ == sorted(memory_rdf.__all__)
     for exc in (QueueFullError, MemoryClosedError, StoreLockedError, SparqlError):
         assert issubclass(exc, MemoryRDFError)
+
+
+def test_a_refused_remember_is_never_stored_even_racing_recalls(
+    make_manager, model: ScriptedModel
+) -> None:
+    """Remembers and recalls compete for the last queue slots from several threads: a
+    remember that raised QueueFullError is never processed later, one that returned always
+    is (the slot check, journal write and enqueue are one step)."""
+    import threading
+
+    model.delay = 0.01
+    mem = make_manager(config=FAST.replace(max_queue_size=3))
+    accepted: list[str] = []
+    refused: list[str] = []
+    lock = threading.Lock()
+
+    def writer(w: int) -> None:
+        for i in range(25):
+            marker = f"m{w}x{i}"
+            try:
+                mem.remember(say(marker))
+            except QueueFullError:
+                with lock:
+                    refused.append(marker)
+            else:
+                with lock:
+                    accepted.append(marker)
+
+    def reader() -> None:
+        for _ in range(60):
+            with contextlib.suppress(QueueFullError):
+                mem.recall_async(["m"])
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    threads += [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert mem.wait_idle(120)
+    assert refused and accepted
+    stored = {r["c"] for r in mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")}  # type: ignore[index,union-attr]
+    assert stored == set(accepted)
+    assert mem.journal.tasks() == []
