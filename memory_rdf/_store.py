@@ -16,7 +16,7 @@ import contextlib
 import gc
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -207,10 +207,16 @@ def to_python(term: object) -> Any:
 class WriteBatch:
     """Operations that must land together: committed as ONE ``Store.update()`` (SPEC §7)."""
 
-    __slots__ = ("_ops",)
+    __slots__ = ("_after", "_ops")
 
     def __init__(self) -> None:
         self._ops: list[str] = []
+        self._after: list[Callable[[], None]] = []
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once the batch has landed (not if the write fails): for in-memory state
+        that must follow the store, such as the fixed pool's node count."""
+        self._after.append(fn)
 
     def insert(self, triples: Iterable[str], graph: str | None = None) -> None:
         self._data("INSERT DATA", triples, graph)
@@ -235,6 +241,7 @@ class WriteBatch:
 
     def clear(self) -> None:
         self._ops.clear()
+        self._after.clear()
 
     def text(self) -> str:
         return " ;\n".join(self._ops)
@@ -382,6 +389,8 @@ class AgentStore:
                 raise StoreError(f"internal update did not parse: {exc}\n{text[:2000]}") from exc
             except OSError as exc:
                 raise StoreError(f"cannot write the memory store {self.path}: {exc}") from exc
+        for fn in batch._after:
+            fn()
 
     def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
               graph: str | None) -> list[tuple[Any, Any, Any]]:

@@ -206,6 +206,22 @@ def test_fixed_pool_with_many_segments(make_manager) -> None:
     assert focus(mem) == ["r5 s2 text", "r5 s1 text"]
 
 
+def test_fixed_pool_counts_nodes_once_and_follows_forgetting(make_manager) -> None:
+    """The pool's node count is read once and then kept by the writes: remembers (created and
+    evicted nodes) and compression (forgotten nodes) — never a COUNT per remember."""
+    mem = make_manager(config=FAST.replace(
+        focus_limit=1, max_nodes=6, link_initial_strength=0.05, decay_rate=0.5))
+    for i in range(12):
+        remember(mem, f"memory {i} one | memory {i} two")
+        if i % 3 == 2:
+            report = mem.run_compression_slice()
+            assert report["scanned"] > 0
+        nodes = mem.stats()["nodes"]
+        assert nodes <= 6
+        assert mem.compressor._pool == nodes
+    assert mem.stats()["dangling_links"] > 0  # nodes were evicted or forgotten
+
+
 def test_recall_during_a_slow_slice_returns_quickly(make_manager, model: ScriptedModel) -> None:
     model.compress_delay = 0.3
     mem = make_manager(config=FAST.replace(
