@@ -4,9 +4,11 @@ A slice takes the next nodes in scan order (from the ``memory:scanOrder`` index,
 sorting every node) and scans them one by one. To keep store round trips few, the state of a
 chunk of nodes — their text and every link touching them — is read in two queries; the scans
 are computed in Python on that copy exactly as if each node were scanned alone (a link between
-two scanned nodes decays twice); and the net change is written in one ``update()``: before
-any model call, at the end of the chunk, and whenever the slice stops. A crash therefore
-leaves every scan either whole or not done.
+two scanned nodes decays twice); and the net change is written in one ``update()`` at the end
+of the chunk and whenever the slice stops — also when it is abandoned in a model call's
+backoff: a node's scan changes the copy only after its model call returned, so what is
+written then is every scan before it. A crash therefore leaves every scan either whole or not
+done. (Writing before every model call as well cost one update per compressed node.)
 """
 
 from __future__ import annotations
@@ -300,7 +302,6 @@ class Compressor:
             report.forgotten += 1
             return
         if target < len(node.content):
-            self._flush(chunk)  # a model call may be abandoned: land what is done
             st = self.stats
             before = (st.calls, st.prompt_tokens, st.completion_tokens, st.requests,
                       st.failures, st.retries)
