@@ -5,8 +5,9 @@ remembers (1–3 chat messages each, built-in ``HeuristicModel``, ``auto_compres
 pause between them; a reader thread keeps issuing recalls across the agents until the writers
 are done; a sampler reads the process's RSS (``VmRSS`` in ``/proc/self/status``) every second.
 
-Reported: recall queue wait p50/p95 (time from the ``recall()`` call to its result, i.e. the
-wait behind the agent's earlier tasks and the slice in flight, plus the search itself);
+Reported: recall queue wait p50/p95 (from the ``recall()`` call until the scheduler starts
+it: the wait behind the agent's earlier tasks and the compression step in flight, as recorded
+by the scheduler), and recall latency from call to result (the wait plus the search);
 ``remember()`` call latency p50/p95 (validate + durable journal write + enqueue); RSS over
 time; total wall time (until every agent is idle, compression included).
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import WORDS_EN, WORDS_ZH, percentiles, sentence  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager, MemorySystem  # noqa: E402
+from memory_rdf._scheduler import RECENT_WAITS  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -171,6 +173,8 @@ def main() -> None:
                         args.reader_pause_ms / 1000, args.seed)
             wall = soak.run()
             finals = [mem.stats() for mem in agents]
+            waits_ms = [w * 1000 for mem in agents
+                        for w in system.scheduler.recall_waits(mem.agent_id)]
             for mem, st in zip(agents, finals, strict=True):  # compression scans that ran
                 rows = mem.sparql("SELECT (SUM(?s) AS ?t) WHERE { ?n memory:scanCount ?s }")
                 st["scans"] = int(rows[0].get("t", 0)) if rows else 0  # type: ignore[index,union-attr]
@@ -182,6 +186,7 @@ def main() -> None:
             print(f"{t:7.1f} {rss:9.1f} {issued:10d} {recalls:8d} {nodes:7d} {pending:8d}")
 
         print("\nLatency")
+        print(f"  recall queue wait:      {fmt(waits_ms)}   (last {RECENT_WAITS} per agent)")
         print(f"  recall (call → result): {fmt(soak.recall_ms)}")
         print(f"  remember() call:        {fmt(soak.remember_ms)}")
         print("\nTotals")

@@ -479,6 +479,8 @@ class MemoryManager:
             "model_prompt_tokens": calls.prompt_tokens,
             "model_completion_tokens": calls.completion_tokens,
             "store_read_only": store.read_only,
+            "recall_queue_wait_ms": _wait_summary(
+                self._system.scheduler.recall_waits(self.agent_id)),
         }
 
     def failed_tasks(self) -> list[dict[str, Any]]:
@@ -506,3 +508,15 @@ class MemoryManager:
         for t in tasks:
             self.journal.discard(t.id)
         return len(tasks)
+
+
+def _wait_summary(waits: Sequence[float]) -> dict[str, float | int]:
+    """p50 / p95 / max (ms) of recent recall queue waits, and how many there were."""
+    if not waits:
+        return {"n": 0}
+    ordered = sorted(waits)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 3)
+
+    return {"n": len(ordered), "p50": at(0.5), "p95": at(0.95), "max": at(1.0)}

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memory_rdf")
 
+#: Recalls whose queue wait is kept per agent (for stats()["recall_queue_wait_ms"]).
+RECENT_WAITS = 1000
+
 
 @dataclass(eq=False)
 class Task:
@@ -39,6 +42,7 @@ class Task:
     gen: Generator[Backoff, None, Any] | None = None
     attempts: int = 0  # failed segmentation attempts (remember only)
     on_error: Callable[[BaseException, Task], bool] | None = None  # True: requeued, keep
+    enqueued: float = 0.0  # time.monotonic() when submitted
 
 
 @dataclass(eq=False)
@@ -52,6 +56,8 @@ class AgentSlot:
     auto_slice: Task | None = None  # an automatic slice in progress
     closing: bool = False  # close() called: no new auto slices, queued tasks still run
     stopping: bool = False  # close() timed out: start nothing more for this agent
+    #: seconds each recent recall waited in the queue before it started (stats(), soak)
+    recall_waits: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_WAITS))
 
 
 class Scheduler:
@@ -127,6 +133,7 @@ class Scheduler:
             slot = self._slot(agent_id)
             if limit is not None and task.counted:
                 self.check_room(agent_id, limit)
+            task.enqueued = time.monotonic()
             if front:
                 slot.queue.appendleft(task)
             else:
@@ -166,6 +173,13 @@ class Scheduler:
                 return 0
             running = slot.running is not None and slot.running.kind != "auto"
             return len(slot.queue) + (1 if running and slot.running not in slot.queue else 0)
+
+    def recall_waits(self, agent_id: str) -> list[float]:
+        """Seconds the agent's recent recalls waited in its queue (behind its earlier tasks and
+        the compression step in flight) before they started, oldest first."""
+        with self._cv:
+            slot = self._agents.get(agent_id)
+            return [] if slot is None else list(slot.recall_waits)
 
     def idle(self, agent_id: str) -> bool:
         slot = self._agents.get(agent_id)
@@ -274,6 +288,8 @@ class Scheduler:
     def _step(self, slot: AgentSlot, task: Task) -> None:
         """Advance ``task`` until it finishes or asks for a backoff."""
         if task.gen is None:
+            if task.kind == "recall":
+                slot.recall_waits.append(time.monotonic() - task.enqueued)
             task.gen = task.start()
         try:
             backoff = next(task.gen)
