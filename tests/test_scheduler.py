@@ -162,3 +162,16 @@ def test_a_slice_in_backoff_is_abandoned_when_user_work_arrives(make_manager) ->
     contents = [r["c"] for r in mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")]  # type: ignore[index,union-attr]
     assert first_text not in contents
     assert first_text[:target] in contents
+
+
+def test_stats_report_how_long_recalls_waited_in_the_queue(make_manager) -> None:
+    model = ScriptedModel(delay=0.2)  # the remember ahead of the recall takes > 0.2 s
+    mem = make_manager(model=model)
+    assert mem.stats()["recall_queue_wait_ms"] == {"n": 0}
+    mem.remember(say("slow to segment"))
+    assert mem.recall(["slow"]) == "[记忆] slow to segment"  # waited behind the remember
+    assert mem.recall(["slow"]) == "[记忆] slow to segment"  # waited for nothing
+    waits = mem.stats()["recall_queue_wait_ms"]
+    assert waits["n"] == 2
+    assert waits["max"] >= 150  # the first one
+    assert waits["p50"] <= waits["p95"] <= waits["max"]
