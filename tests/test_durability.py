@@ -70,7 +70,7 @@ MEMORY = "https://w3id.org/memory-rdf/ontology#"
 
 #: Rounds of the kill -9 test and seconds of the thread stress test (env-overridable).
 KILL_ROUNDS = int(os.environ.get("MEMORY_RDF_KILL_ROUNDS", "8"))
-STRESS_SECONDS = float(os.environ.get("MEMORY_RDF_STRESS_SECONDS", "15"))
+STRESS_SECONDS = float(os.environ.get("MEMORY_RDF_STRESS_SECONDS", "20"))
 
 
 # ---------------------------------------------------------------------------------------------
