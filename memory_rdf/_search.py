@@ -71,8 +71,13 @@ def _set_limits(text: str, **limits: int) -> str:
 
 
 def query_terms(keywords: Sequence[str]) -> list[str]:
-    """The query's terms: the same tokenizer as the nodes' ``memory:term`` (SPEC §5.5),
-    de-duplicated in order of first appearance."""
+    """The query's terms (SPEC §5.5), de-duplicated in order of first appearance.
+
+    :func:`~memory_rdf._text.tokenize`: Chinese in jieba's precise mode, while the nodes'
+    ``memory:term`` values are cut in its search mode (:func:`~memory_rdf._text.index_terms`),
+    which keeps every precise-mode word and adds the shorter words inside compounds. So a
+    query word found in a node's text is one of its terms, "车牌" finds "车牌号", and a long
+    query word is one term, not its parts counted again."""
     return list(dict.fromkeys(t for k in keywords for t in tokenize(k)))
 
 

@@ -1,6 +1,7 @@
 """Shared text utilities: CJK detection, tokenization, index terms, sentence splitting.
 
-Chinese is cut into words with jieba; everything else is tokenized by a regular expression.
+Chinese is cut into words with jieba (index terms in its search mode, which adds the words
+inside compounds); everything else is tokenized by a regular expression.
 jieba is imported and its dictionary loaded lazily, on the first call that needs it, under a
 lock and without printing anything: importing this module stays cheap.
 """
@@ -24,6 +25,7 @@ __all__ = [
     "Token",
     "index_terms",
     "cut_han",
+    "cut_han_for_search",
     "is_cjk_text",
     "is_han",
     "is_word_char",
@@ -33,6 +35,7 @@ __all__ = [
     "split_sentences",
     "strip_role_prefixes",
     "tokenize",
+    "tokenize_for_index",
     "tokens",
 ]
 
@@ -127,9 +130,28 @@ def cut_han(run: str) -> tuple[str, ...]:
     return tuple(jieba_module().lcut(run))
 
 
+@lru_cache(maxsize=16384)
+def cut_han_for_search(run: str) -> tuple[str, ...]:
+    """jieba's search-mode words for a run of Han characters (cached): the words of
+    :func:`cut_han` plus the dictionary words of two and three characters inside each longer
+    one ("车牌号" gives "车牌", "牌号", "车牌号")."""
+    return tuple(jieba_module().lcut_for_search(run))
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width letters become ASCII) with curly apostrophes made straight."""
     return unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+
+
+def _latin(surface: str) -> tuple[str, str] | None:
+    """``(lower-cased, surface)`` of a non-Han word, possessive "'s" cut; None for a stop word."""
+    low = surface.lower()
+    if low.endswith("'s") and len(low) > 2:
+        low = low[:-2]
+        surface = surface[:-2]
+    if low in ENGLISH_STOP_WORDS:
+        return None
+    return low, surface
 
 
 def tokens(text: str) -> list[Token]:
@@ -145,14 +167,9 @@ def tokens(text: str) -> list[Token]:
                     out.append(Token(word, word, True, pos))
                 pos += len(word)
             continue
-        surface = m.group(2)
-        low = surface.lower()
-        if low.endswith("'s") and len(low) > 2:
-            low = low[:-2]
-            surface = surface[:-2]
-        if low in ENGLISH_STOP_WORDS:
-            continue
-        out.append(Token(low, surface, False, m.start()))
+        latin = _latin(m.group(2))
+        if latin is not None:
+            out.append(Token(latin[0], latin[1], False, m.start()))
     return out
 
 
@@ -161,9 +178,31 @@ def tokenize(text: str) -> list[str]:
 
     Lower-cased; Chinese cut into words by jieba; English words, numbers, versions and
     dates kept whole ("v2.0", "2026-12-15", "c++"); punctuation, whitespace and stop
-    words dropped.
+    words dropped. The keyword entry's query terms (SPEC §5.5) are these.
     """
     return [t.text for t in tokens(text)]
+
+
+def tokenize_for_index(text: str) -> list[str]:
+    """:func:`tokenize` with Chinese cut in jieba's search mode (:func:`cut_han_for_search`).
+
+    The index terms of a node (``memory:term``, SPEC §5.5) are these, while a query is cut by
+    :func:`tokenize`: every word jieba finds in the node's text is a term, and so is every
+    dictionary word of two or three characters inside a longer one, so a query word that is
+    part of a compound ("车牌" in "车牌号") still finds the node. Stop words are dropped;
+    everything that is not Chinese is exactly as in :func:`tokenize`. In order of appearance
+    (a compound's parts before the compound), duplicates kept.
+    """
+    out: list[str] = []
+    for m in _SCAN_RE.finditer(normalize(text)):
+        han_run = m.group(1)
+        if han_run is not None:
+            out.extend(w for w in cut_han_for_search(han_run) if w not in CHINESE_STOP_WORDS)
+            continue
+        latin = _latin(m.group(2))
+        if latin is not None:
+            out.append(latin[0])
+    return out
 
 
 def strip_role_prefixes(text: str) -> str:
@@ -172,10 +211,11 @@ def strip_role_prefixes(text: str) -> str:
 
 
 def index_terms(content: str, keywords: Iterable[str]) -> list[str]:
-    """Sorted, de-duplicated tokens of ``keywords`` and ``content`` (role labels ignored)."""
-    terms = set(tokenize(strip_role_prefixes(content)))
+    """A node's ``memory:term`` values: the sorted, de-duplicated :func:`tokenize_for_index`
+    tokens of ``keywords`` and ``content`` (role labels ignored)."""
+    terms = set(tokenize_for_index(strip_role_prefixes(content)))
     for k in keywords:
-        terms.update(tokenize(k))
+        terms.update(tokenize_for_index(k))
     return sorted(terms)
 
 

@@ -17,6 +17,7 @@ from memory_rdf._text import (
     is_cjk_text,
     split_sentences,
     tokenize,
+    tokenize_for_index,
 )
 from memory_rdf._types import Processed, SmallModel, check_processed
 from memory_rdf.small_model import HeuristicModel
@@ -114,6 +115,16 @@ def test_index_terms_sorted_unique_without_role_labels() -> None:
     assert terms == sorted(set(terms))
     assert {"jwt", "张伟", "登录"} <= set(terms)
     assert "user" not in terms and "assistant" not in terms
+
+
+def test_tokenize_for_index_adds_the_words_inside_chinese_compounds() -> None:
+    assert tokenize("我的车牌号") == ["车牌号"]
+    assert tokenize_for_index("我的车牌号") == ["车牌", "牌号", "车牌号"]  # stop words dropped
+    assert set(tokenize("周五下午开会讨论预算")) < set(tokenize_for_index("周五下午开会讨论预算"))
+    english = "Use C++ and node.js, not c#: Hannah's v2.0 ships on 2026-12-15, don't wait"
+    assert tokenize_for_index(english) == tokenize(english)
+    terms = index_terms("user: 车牌号登记", ["车牌号"])
+    assert terms == ["牌号", "登记", "车牌", "车牌号"]
 
 
 def test_is_cjk_text() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from memory_rdf import Config, MemoryManager
 from memory_rdf import _search as search
-from memory_rdf._text import index_terms
+from memory_rdf._text import index_terms, tokenize
 
 from _graph import NODE, ids_by_content, set_strength
 from helpers import FAST, ScriptedModel, remember
@@ -208,18 +208,47 @@ def test_chinese_and_english_queries(make_manager) -> None:
     for keywords in (["订单"], ["订单数据"], ["PostgreSQL"], ["postgresql", "订单"]):
         assert mem.recall(keywords, depth=2) == "", keywords
         assert mem.recall(keywords, depth=0, entry="keywords") == entries(OLD_ZH), keywords
-    # "开会" is no index term (jieba cut "开会讨论"), so only the old node is a seed; the
-    # walk reaches its neighbour segment (下文, 0.5), which matches "开会" as a substring.
-    assert mem.recall(["订单", "开会"], depth=0, entry="keywords") == entries(OLD_ZH)
-    assert mem.recall(["订单", "开会"], depth=1, entry="keywords") == entries(
+    # "午开" is no word, so no index term: only the old node is a seed; the walk reaches
+    # its neighbour segment (下文, 0.5), which matches "午开" as a substring.
+    assert mem.recall(["订单", "午开"], depth=0, entry="keywords") == entries(OLD_ZH)
+    assert mem.recall(["订单", "午开"], depth=1, entry="keywords") == entries(
         OLD_ZH, "周五下午开会讨论预算"
     )
-    # both nodes are seeds: the shorter one (4 terms, same idf) ranks first
-    assert mem.recall(["预算", "订单"], depth=0, entry="keywords") == entries(
-        "周五下午开会讨论预算", OLD_ZH
-    )
+    # both nodes are seeds, with 6 terms each and the same idf: a tie, both at strength 1.0
+    assert [s for _, s in _seeds(mem, ["预算", "订单"])] == [1.0, 1.0]
+    text = mem.recall(["预算", "订单"], depth=0, entry="keywords")
+    assert sorted(text.split(SEP)) == sorted(entries("周五下午开会讨论预算", OLD_ZH).split(SEP))
     # stop words only: no query terms, nothing found
     assert mem.recall(["我们", "的"], depth=3, entry="keywords") == ""
+
+
+def test_a_part_of_a_chinese_compound_finds_the_node(make_manager) -> None:
+    # jieba's precise mode keeps "车牌号" and "开会讨论" whole; a query for a part of them
+    # must still find the node: index terms are cut in search mode, which adds the words
+    # inside a compound, while a query is cut in precise mode.
+    plate, meeting = "我的车牌号是京A5Q728，别忘了帮我登记", "周五下午开会讨论预算"
+    assert "车牌" not in tokenize(plate) and "开会" not in tokenize(meeting)
+    assert {"车牌", "牌号", "车牌号", "a5q728"} <= set(index_terms(plate, []))
+    assert {"开会", "讨论", "开会讨论"} <= set(index_terms(meeting, []))
+    assert tokenize("车牌") == ["车牌"] and tokenize("车牌号") == ["车牌号"]
+    mem = make_manager()
+    remember(mem, f"{plate} | {meeting}")
+    for i in range(30):
+        remember(mem, f"车子今天洗了{i}次")  # distractors: 车子, 洗, no plate
+    for keywords in (["车牌"], ["车牌号"], ["牌号"], ["车牌", "登记"]):
+        assert mem.recall(keywords, depth=2) == "", keywords
+        assert mem.recall(keywords, depth=0, entry="keywords") == entries(plate), keywords
+    assert mem.recall(["开会"], depth=0, entry="keywords") == entries(meeting)
+    # memory:termCount counts the search-mode terms (stop words dropped, duplicates once)
+    got = terms_of(mem)
+    assert got[plate] == (set(index_terms(plate, [])), len(index_terms(plate, [])))
+    assert not {"我", "的", "是"} & got[plate][0]
+    # English is cut exactly as before: no parts of words
+    remember(mem, "the retention-policy of node.js logs")
+    assert terms_of(mem)["the retention-policy of node.js logs"][0] == {
+        "retention-policy", "node.js", "logs"
+    }
+    assert mem.recall(["retention"], depth=0, entry="keywords") == ""
 
 
 def test_focus_entry_is_unchanged(kafka: MemoryManager) -> None:
