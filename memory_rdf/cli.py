@@ -40,6 +40,7 @@ from memory_rdf._exceptions import (
     InvalidInputError,
     InvalidTypeError,
     MemoryRDFError,
+    SparqlError,
     StoreLockedError,
     UnknownAgentError,
     UpdateRefusedError,
@@ -243,22 +244,36 @@ def cli() -> None:
 
 # -- demo ---------------------------------------------------------------------------------------
 
+#: Compression slices the demo runs after each session: the time that passes between two
+#: conversations. Enough that the oldest memories are forgotten and the middle ones shortened
+#: by the last session, while the early preference the keyword entry finds still survives.
+DEMO_SLICES = 20
+
+# (question, keywords, recall options). At the default depth (2) the focus-only walk reaches
+# the last few sessions; the drink preference lies further back (SPEC §5.5).
 _DEMO_RECALLS: dict[str, list[tuple[str, list[str], dict[str, Any]]]] = {
     "zh": [
-        ("JWT 的 token 有效期是多久？", ["JWT"], {}),
-        ("当初为什么选 PostgreSQL？", ["PostgreSQL", "数据库"], {}),
-        ("项目总预算是多少？（depth=3）", ["预算"], {"depth": 3}),
-        ("用户不喝咖啡，喝什么？（depth=1，只从焦点出发）", ["乌龙茶"], {"depth": 1}),
-        ("同一个问题，从关键词入口找旧记忆", ["乌龙茶"], {"depth": 1, "entry": "keywords"}),
+        ("JWT 的 token 有效期是多久？（最近聊过）", ["JWT"], {}),
+        ("支付回调超时的 bug 是怎么修的？", ["RabbitMQ"], {}),
+        ("要不要给我点咖啡？只从焦点出发（默认深度 2）", ["咖啡"], {}),
+        ("同一个问题，从关键词入口找旧记忆", ["咖啡"], {"entry": "keywords"}),
+        ("项目总预算是多少？（三个月前启动会上说的，早已遗忘）", ["预算"], {"entry": "both"}),
     ],
     "en": [
-        ("How long does a login last?", ["JWT"], {}),
-        ("Which database did we pick?", ["PostgreSQL", "database"], {}),
-        ("What is the budget? (depth=3)", ["budget"], {"depth": 3}),
-        ("Who runs QA? (depth=0, the focus only)", ["QA"], {"depth": 0}),
-        ("The same, through the keyword entry", ["QA"], {"depth": 0, "entry": "keywords"}),
+        ("How long does a login last? (talked about recently)", ["JWT"], {}),
+        ("How did we fix the webhook timeouts? (shortened by now)", ["webhook"],
+         {"entry": "both"}),
+        ("Coffee tonight? From the focus only (default depth 2)", ["coffee"], {}),
+        ("The same question, through the keyword entry", ["coffee"], {"entry": "keywords"}),
+        ("What was the budget? (said at the kickoff, long forgotten)", ["budget"],
+         {"entry": "both"}),
     ],
 }
+
+_SHORTENED_QUERY = (
+    "SELECT (COUNT(?n) AS ?c) WHERE { ?n a memory:Node ; memory:content ?text ; "
+    "memory:originalLength ?length . FILTER(STRLEN(?text) < ?length) }"
+)
 
 
 def _wipe_agent(path: Path, console: Console) -> None:
@@ -278,15 +293,17 @@ def _wipe_agent(path: Path, console: Console) -> None:
 @click.option("--agent", default="demo", show_default=True, help="Agent id to (re)create.")
 @click.option("--english", is_flag=True, help="Use the English demo conversation.")
 @click.option(
-    "--slices", default=3, show_default=True, type=click.IntRange(0, 1000),
-    help="Compression slices to run after remembering.",
+    "--slices", default=DEMO_SLICES, show_default=True, type=click.IntRange(0, 1000),
+    help="Compression slices after each session (the time between two conversations).",
 )
 @data_dir_option
 def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
-    """Remember the bundled demo conversation, compress, recall, show stats.
+    """Remember the bundled demo conversation session by session, compressing after each
+    one, then recall from the focus and through the keyword entry, and show stats.
 
     Wipes the agent first when it exists. The last session of the conversation is held back:
-    its questions are what the recalls ask. Runs offline (built-in heuristic model).
+    its questions are what the recalls ask. Runs offline (built-in heuristic model) in a few
+    seconds. Afterwards draw the result: memory-rdf graph AGENT -o AGENT.html.
 
     \b
     Example:
@@ -307,34 +324,52 @@ def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
         auto_compress=False, templates=Templates.english() if english else Templates()
     )
     started = time.perf_counter()
+    timeline = Table(
+        title=f"Each session remembered, then {slices} compression slices (time passes)",
+        title_justify="left",
+    )
+    timeline.add_column("session", no_wrap=True)
+    for column in ("new", "compressions", "forgotten", "memories"):
+        timeline.add_column(column, justify="right")
+    made = forgotten = 0
     with MemoryManager(agent, data_dir=data_dir, config=config) as mem:
         with _progress(out) as progress:
-            task = progress.add_task("Remembering sessions", total=len(remembered))
+            task = progress.add_task("Remembering", total=len(remembered))
             for session in remembered:
                 progress.update(task, description=f"Remembering {session['name']}")
+                before = int(mem.stats()["nodes"])
                 mem.remember(session["messages"])
                 mem.wait_idle()
+                new = int(mem.stats()["nodes"]) - before
+                compressions = gone = 0
+                for _ in range(slices):
+                    report = mem.run_compression_slice()
+                    compressions += int(report["compressed"])
+                    gone += int(report["forgotten"])
+                made += new
+                forgotten += gone
+                timeline.add_row(session["name"], str(new), str(compressions), str(gone),
+                                 str(mem.stats()["nodes"]))
                 progress.advance(task)
             progress.update(task, description="Remembered")
+        out.print(timeline)
         stats = mem.stats()
+        rows = mem.sparql(_SHORTENED_QUERY)
+        first = rows[0] if isinstance(rows, list) and rows else None
+        shortened = int(first["c"]) if isinstance(first, dict) else 0
         n_messages = sum(len(s["messages"]) for s in remembered)
         _say(
             out,
-            f"Remembered {len(remembered)} sessions ({n_messages} messages) → "
-            f"{stats['nodes']} nodes, {stats['links']} links in "
-            f"{time.perf_counter() - started:.1f} s (store: {path})",
+            f"Remembered {len(remembered)} sessions ({n_messages} messages) as {made} memories "
+            f"in {time.perf_counter() - started:.1f} s (store: {path}).",
         )
-        if slices:
-            out.print()
-            _say(out, f"Compression ({slices} slices):")
-        for i in range(1, slices + 1):
-            r = mem.run_compression_slice()
-            _say(
-                out,
-                f"  slice {i}: scanned {r['scanned']}, compressed {r['compressed']}, "
-                f"forgotten {r['forgotten']}, links removed {r['links_removed']}, "
-                f"model calls {r['model_calls']}, {r['elapsed_ms']:.0f} ms",
-            )
+        _say(
+            out,
+            f"Compression ({slices * len(remembered)} slices in all): compressed {shortened}, "
+            f"forgotten {forgotten}. {stats['nodes']} memories left ({shortened} of them "
+            f"shortened); {stats['dangling_links']} link"
+            f"{'s' if stats['dangling_links'] != 1 else ''} still lead to forgotten memories.",
+        )
         lang = "en" if english else "zh"
         for question, keywords, kwargs in _DEMO_RECALLS[lang]:
             text = mem.recall(keywords, **kwargs)
@@ -358,7 +393,9 @@ def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
     table.add_row("model calls", str(stats["model_calls"]))
     out.print(table)
     flag = f" --data-dir {shlex.quote(str(data_dir))}" if str(data_dir) != "memory_data" else ""
-    _say(out, f"Next: memory-rdf recall {agent} JWT{flag}   |   memory-rdf stats {agent}{flag}")
+    keyword = "coffee" if english else "咖啡"
+    _say(out, f"Next: memory-rdf recall {agent} {keyword} --entry keywords{flag}   |   "
+              f"memory-rdf graph {agent} -o {agent}.html{flag}")
 
 
 # -- remember -----------------------------------------------------------------------------------
@@ -554,6 +591,37 @@ def _python_cell(value: Any) -> str:
     return str(value)
 
 
+_SPARQL_POSITION = re.compile(r"error at (\d+):(\d+):\s*")
+# One item of Oxigraph's "expected one of …" list: a quoted token, a character class such as
+# ['A' ..= 'Z' | '\u{00C0}'..='\u{00D6}' | …] or [_], or a bare keyword.
+_EXPECTED_ITEM = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\'(?:\\.|[^\'\\])*\'|[^\]\'])*\]|[^,\s][^,]*')
+_SPARQL_DETAIL_MAX = 120
+
+
+def sparql_error_line(message: str) -> str:
+    """Oxigraph's parse error as one short line: where, and the start of what it expected.
+
+    The parser lists every token it would accept, Unicode ranges included (hundreds of
+    characters); the character classes go, the rest is clipped to about 120 characters.
+    """
+    text = _one_line(message)
+    text = re.sub(r"^invalid SPARQL query:\s*", "", text)
+    where = ""
+    found = _SPARQL_POSITION.search(text)
+    if found:
+        where = f" at line {found[1]}, column {found[2]}"
+        text = text[found.end():]
+    head, sep, rest = text.partition("expected one of ")
+    if sep:
+        items = [i.strip() for i in _EXPECTED_ITEM.findall(rest) if not i.startswith("[")]
+        text = head + sep + ", ".join(items) if items else (head + "something else").strip()
+    text = re.sub(r"\[(?:'(?:\\.|[^'\\])*'|[^\]'])*\]", "", text).strip(" ,")
+    if len(text) > _SPARQL_DETAIL_MAX:
+        cut = text.rfind(", ", 0, _SPARQL_DETAIL_MAX)
+        text = text[: cut if cut > _SPARQL_DETAIL_MAX // 2 else _SPARQL_DETAIL_MAX] + ", …"
+    return f"invalid SPARQL{where}: {text}"
+
+
 def _read_query(query: str) -> str:
     if query in ("-", "@-"):
         return sys.stdin.read()
@@ -591,6 +659,8 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
             data = _inspect(agent, data_dir, lambda s: s.user_query_serialized(text, fmt))
         except UpdateRefusedError:
             raise refused() from None
+        except SparqlError as exc:
+            raise CliError(sparql_error_line(str(exc))) from None
         _write_bytes(data)
         return
 
@@ -604,6 +674,8 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
         result = _inspect(agent, data_dir, run)
     except UpdateRefusedError:
         raise refused() from None
+    except SparqlError as exc:
+        raise CliError(sparql_error_line(str(exc))) from None
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")

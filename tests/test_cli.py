@@ -1,21 +1,25 @@
-"""The ``memory-rdf`` command line (SPEC §6), run as a real process like the installed script:
-``python -m memory_rdf.cli …`` with a temporary working directory and ``--data-dir``."""
+"""The ``memory-rdf`` command line (SPEC §6), run through the installed entry point: the
+``memory-rdf`` console script next to the test interpreter (``pip install .`` or ``-e .``
+puts it there), as a real process with a temporary working directory and ``--data-dir``."""
 
 from __future__ import annotations
 
 import gc
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ["demo", "remember", "recall", "sparql", "export", "stats", "validate", "compress"]
+COMMANDS = ["demo", "remember", "recall", "sparql", "export", "graph", "stats", "validate",
+            "compress"]
 MESSAGES = [
     {"role": "user", "content": "今天开会定了用 PostgreSQL 存订单数据，不用 MySQL。"},
     {"role": "assistant", "content": "好的，PostgreSQL 的 JSONB 很适合商品快照。"},
@@ -23,24 +27,46 @@ MESSAGES = [
 ]
 
 
-def _env() -> dict[str, str]:
+def memory_rdf_command() -> str:
+    """The installed ``memory-rdf`` console script of this interpreter's environment (next to
+    ``sys.executable``; else the one on PATH). Fails, not skips, when it is missing: the
+    command line is tested through the entry point users run."""
+    bindir = Path(sys.executable).parent
+    for name in ("memory-rdf", "memory-rdf.exe"):
+        if (bindir / name).is_file():
+            return str(bindir / name)
+    found = shutil.which("memory-rdf")
+    if found is None:
+        pytest.fail(
+            f"the memory-rdf console script is not installed next to {sys.executable} nor on "
+            "PATH: install the package into this environment (pip install -e . or "
+            "pip install \".[test]\") so the CLI tests can run the real entry point",
+            pytrace=False,
+        )
+    return found
+
+
+def _env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    # The entry point imports the checkout under test even when the install is not editable.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("MEMORY_RDF_DATA_DIR", None)
     env.pop("MEMORY_RDF_MODEL", None)
     env["PYTHONIOENCODING"] = "utf-8"
+    env.update(extra)
     return env
 
 
 def cli(
     cwd: Path, *args: str, data_dir: Path | None = None, stdin: str | None = None,
-    timeout: float = 60,
+    timeout: float = 60, env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "memory_rdf.cli", *args]
+    """``memory-rdf ARGS… [--data-dir DATA_DIR]`` through the installed console script."""
+    argv = [memory_rdf_command(), *args]
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
     return subprocess.run(
-        argv, cwd=cwd, env=_env(), input=stdin, capture_output=True, text=True,
+        argv, cwd=cwd, env=_env(**(env or {})), input=stdin, capture_output=True, text=True,
         encoding="utf-8", timeout=timeout,
     )
 
@@ -80,21 +106,104 @@ def _count_triples(work: Path, data: Path, agent: str) -> int:
 # -- the main job --------------------------------------------------------------------------------
 
 
-def test_demo_remembers_compresses_recalls(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    result = cli(tmp_path, "demo", data_dir=data)
+WIDE = {"COLUMNS": "120"}  # the demo's panels and tables at a known width
+
+
+@pytest.fixture(scope="module")
+def demo_run(work: Path) -> tuple[Path, str]:
+    """``memory-rdf demo`` once (the bundled Chinese conversation, default slices)."""
+    data = work / "demo-data"
+    result = cli(work, "demo", data_dir=data, env=WIDE, timeout=180)
     assert result.returncode == 0, result.stderr
-    assert "[记忆]" in result.stdout
-    assert "JWT" in result.stdout and "slice 1" in result.stdout and "nodes" in result.stdout
-    # an early memory the focus-only walk misses and the keyword entry finds (SPEC §5.5)
-    _, _, rest = result.stdout.partition('recall(["乌龙茶"], depth=1)')
-    focus_only, _, by_keywords = rest.partition("entry='keywords'")
-    assert "(nothing recalled)" in focus_only
-    assert "乌龙茶" in by_keywords.split("Agent stats")[0]
+    assert "Traceback" not in result.stderr
+    return data, result.stdout
+
+
+def recall_panel(stdout: str, call: str) -> str:
+    """The text of the demo's recall panel titled with ``call`` (borders and wrapping gone)."""
+    for block in stdout.split("\n\n"):
+        head, _, body = block.partition("\n")
+        if head.rstrip().endswith(call):
+            lines = [line.strip().strip("│").strip() for line in body.splitlines()]
+            return "".join(line for line in lines if line and line[0] not in "╭╰")
+    raise AssertionError(f"no recall panel {call!r} in the demo output:\n{stdout}")
+
+
+def test_demo_remembers_compresses_and_forgets(demo_run: tuple[Path, str]) -> None:
+    data, out = demo_run
     assert (data / "demo").is_dir()
-    again = cli(tmp_path, "demo", "--slices", "1", data_dir=data)  # the agent exists: wiped
+    # every session but the last (whose questions the recalls ask), each then compressed
+    assert "2026-09-07 项目启动" in out and "2026-12-02 代码冻结" in out
+    assert "2026-12-14" not in out
+    summary = re.search(r"compressed (\d+), forgotten (\d+)\. (\d+) memories left", out)
+    assert summary, out
+    shortened, forgotten, left = map(int, summary.groups())
+    assert shortened > 0 and forgotten > 0 and left > 0
+    assert re.search(r"[1-9]\d* links? still lead to forgotten memories", out)
+    # a recalled memory tells the agent it once knew more (the ghost of a forgotten one)
+    assert "还关联着一段已经遗忘的记忆" in out
+    assert "JWT" in recall_panel(out, 'recall(["JWT"])')
+    assert "Agent stats" in out and "memory-rdf graph demo" in out
+
+
+def test_demo_keyword_entry_finds_what_focus_misses(work: Path,
+                                                    demo_run: tuple[Path, str]) -> None:
+    """SPEC §5.5 / issue 8: at the default depth (2) the focus-only walk does not reach the
+    early drink preference; the keyword entry finds it — in the demo and from the CLI."""
+    from memory_rdf import Config
+
+    assert Config().default_search_depth == 2
+    data, out = demo_run
+    assert recall_panel(out, 'recall(["咖啡"])') == "(nothing recalled)"
+    found = recall_panel(out, "recall([\"咖啡\"], entry='keywords')")
+    assert "咖啡" in found and found.startswith("[记忆]")
+
+    focus = cli(work, "recall", "demo", "咖啡", data_dir=data)
+    assert focus.returncode == 0, focus.stderr
+    assert focus.stdout == "" and "nothing recalled" in focus.stderr
+    for entry in ("keywords", "both"):
+        result = cli(work, "recall", "demo", "咖啡", "--entry", entry, data_dir=data)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("[记忆]") and "咖啡" in result.stdout
+    # "both": the focus results and the keyword results together
+    focus_jwt = cli(work, "recall", "demo", "JWT", "咖啡", data_dir=data)
+    both = cli(work, "recall", "demo", "JWT", "咖啡", "--entry", "both", data_dir=data)
+    assert focus_jwt.returncode == both.returncode == 0
+    assert "JWT" in focus_jwt.stdout and "咖啡" not in focus_jwt.stdout
+    assert "JWT" in both.stdout and "咖啡" in both.stdout
+    bad = cli(work, "recall", "demo", "咖啡", "--entry", "everywhere", data_dir=data)
+    assert_one_line_error(bad, 2)
+
+
+def test_demo_in_english(tmp_path: Path) -> None:
+    result = cli(tmp_path, "demo", "--english", data_dir=tmp_path / "data", env=WIDE,
+                 timeout=180)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "[memory]" in out and "[记忆]" not in out
+    forgotten = re.search(r"compressed \d+, forgotten (\d+)\.", out)
+    assert forgotten and int(forgotten.group(1)) > 0
+    assert recall_panel(out, 'recall(["coffee"])') == "(nothing recalled)"
+    assert "coffee" in recall_panel(out, "recall([\"coffee\"], entry='keywords')")
+    assert "is still linked to a memory I have forgotten" in out
+
+
+def test_demo_wipes_an_existing_agent_and_reads_data_dir_from_env(
+    tmp_path: Path, demo_run: tuple[Path, str]
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(demo_run[0], data)
+    env = {"MEMORY_RDF_DATA_DIR": str(data), **WIDE}
+    again = cli(tmp_path, "demo", "--slices", "0", env=env, timeout=180)
     assert again.returncode == 0, again.stderr
-    assert "wiping" in again.stdout
+    assert "wiping" in again.stdout and "compressed 0, forgotten 0" in again.stdout
+    assert not (tmp_path / "memory_data").exists()  # the environment's data dir was used
+    stats = cli(tmp_path, "stats", "demo", "--json", env=env)
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["nodes"] > 0
+    missing = cli(tmp_path, "stats", "nobody", env=env)
+    assert_one_line_error(missing, 2)
+    assert "nobody" in missing.stderr and not (data / "nobody").exists()
 
 
 # -- remember / recall ---------------------------------------------------------------------------
@@ -139,6 +248,15 @@ def test_sparql_json_csv_and_table(work: Path, store_dir: Path) -> None:
     assert lines[0].strip() == "n,phrase"
     assert len(lines) == 1 + len(doc["results"]["bindings"])
 
+    tsv = cli(work, "sparql", "bot", query, "--format", "tsv", data_dir=store_dir)
+    assert tsv.returncode == 0, tsv.stderr
+    tsv_lines = tsv.stdout.splitlines()
+    assert tsv_lines[0] == "?n\t?phrase"  # W3C SPARQL 1.1 TSV: the variables with their "?"
+    assert len(tsv_lines) == 1 + len(doc["results"]["bindings"])
+    first = tsv_lines[1].split("\t")
+    assert first[0].startswith("<https://w3id.org/memory-rdf/node/") and first[0].endswith(">")
+    assert first[1].startswith('"')  # literals in SPARQL/Turtle syntax
+
     query_file = work / "nodes.rq"
     query_file.write_text(query, encoding="utf-8")
     table = cli(work, "sparql", "bot", f"@{query_file}", data_dir=store_dir)
@@ -154,6 +272,16 @@ def test_sparql_refuses_updates_and_reports_bad_queries(work: Path, store_dir: P
     assert "refused" in update.stderr
     bad = cli(work, "sparql", "bot", "SELEC * WHERE {", "--format", "json", data_dir=store_dir)
     assert_one_line_error(bad, 1)
+    assert "invalid SPARQL at line 1, column 10" in bad.stderr
+    # The parser lists every token it expected, Unicode ranges included: the line stays short.
+    for fmt in ("table", "csv"):
+        unclosed = cli(work, "sparql", "bot", "SELECT * WHERE {\n  ?s ?p ?o", "--format", fmt,
+                       data_dir=store_dir)
+        assert_one_line_error(unclosed, 1)
+        line = unclosed.stderr.strip()
+        assert len(line) < 200, line
+        assert re.search(r"invalid SPARQL at line 2, column \d+: expected", line), line
+        assert "\\u{" not in line and "..=" not in line
     assert _count_triples(work, store_dir, "bot") == before
 
 
@@ -188,6 +316,41 @@ def test_export_turtle_has_the_default_graph(work: Path, store_dir: Path) -> Non
     assert "<https://w3id.org/memory-rdf/graph/meta>" in nquads.stdout  # named graphs too
 
 
+def test_export_ntriples_and_trig_round_trip(work: Path, store_dir: Path) -> None:
+    """N-Triples holds the memory graph; TriG adds the journal and metadata named graphs.
+    Both parse back (pyoxigraph, and rdflib when installed) with the store's triple count."""
+    import pyoxigraph as ox
+
+    triples = _count_triples(work, store_dir, "bot")
+    nt_file, trig_file = work / "bot.nt", work / "bot.trig"
+    for fmt, target in (("ntriples", nt_file), ("trig", trig_file)):
+        result = cli(work, "export", "bot", "--format", fmt, "-o", str(target),
+                     data_dir=store_dir)
+        assert result.returncode == 0, result.stderr
+        assert "wrote" in result.stderr and result.stdout == ""
+
+    nt = list(ox.parse(path=str(nt_file), format=ox.RdfFormat.N_TRIPLES))
+    assert len(nt) == triples > 0
+    quads = list(ox.parse(path=str(trig_file), format=ox.RdfFormat.TRIG))
+    default = [q for q in quads if q.graph_name == ox.DefaultGraph()]
+    named = {q.graph_name.value for q in quads if q.graph_name != ox.DefaultGraph()}
+    assert len(default) == triples
+    assert "https://w3id.org/memory-rdf/graph/meta" in named  # only in the quad formats
+    assert "graph/meta" not in nt_file.read_text(encoding="utf-8")
+    piped = cli(work, "export", "bot", "--format", "ntriples", data_dir=store_dir)
+    assert piped.returncode == 0 and len(piped.stdout.strip().splitlines()) == triples
+
+    rdflib = pytest.importorskip("rdflib")
+    assert len(rdflib.Graph().parse(data=nt_file.read_text(encoding="utf-8"),
+                                    format="nt")) == triples
+    with warnings.catch_warnings():  # rdflib 7's Dataset warns about its own deprecations
+        warnings.simplefilter("ignore", DeprecationWarning)
+        dataset = rdflib.Dataset()
+        dataset.parse(data=trig_file.read_text(encoding="utf-8"), format="trig")
+        assert len(dataset.graph(rdflib.graph.DATASET_DEFAULT_GRAPH_ID)) == triples
+        assert len(list(dataset.quads((None, None, None, None)))) == len(quads)
+
+
 def test_validate_healthy_store(work: Path, store_dir: Path) -> None:
     pytest.importorskip("pyshacl")
     result = cli(work, "validate", "bot", data_dir=store_dir)
@@ -220,6 +383,40 @@ def test_validate_broken_link_fails_with_report(tmp_path: Path) -> None:
     assert "Conforms: False" in result.stdout
     assert "ghost" in result.stdout
     assert "does not conform" in result.stderr
+
+
+# -- compress ----------------------------------------------------------------------------------
+
+
+def _scan_total(work: Path, data: Path, agent: str) -> int:
+    result = cli(work, "sparql", agent,
+                 "SELECT (SUM(?c) AS ?s) WHERE { ?n a memory:Node ; memory:scanCount ?c }",
+                 "--format", "json", data_dir=data)
+    assert result.returncode == 0, result.stderr
+    return int(json.loads(result.stdout)["results"]["bindings"][0]["s"]["value"])
+
+
+def test_compress_runs_slices_and_changes_the_store(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    chat = REPO / "memory_rdf" / "data" / "demo_conversation.json"
+    made = cli(tmp_path, "remember", "busy", str(chat), data_dir=data, timeout=120)
+    assert made.returncode == 0, made.stderr
+    nodes = json.loads(cli(tmp_path, "stats", "busy", "--json", data_dir=data).stdout)["nodes"]
+    assert nodes > 5  # more than the focus: compression has nodes to scan
+    before = _scan_total(tmp_path, data, "busy")
+    result = cli(tmp_path, "compress", "busy", "--slices", "3", data_dir=data)
+    assert result.returncode == 0, result.stderr
+    report = re.fullmatch(
+        r"3 slices: scanned (\d+), compressed (\d+), forgotten (\d+), links removed (\d+), "
+        r"model calls (\d+), \d+ ms; nodes (\d+) → (\d+)", result.stdout.strip())
+    assert report, result.stdout
+    scanned, _compressed, forgotten, _removed, _calls, first, last = map(int, report.groups())
+    assert scanned >= 3 and first == nodes and last == nodes - forgotten
+    after = _scan_total(tmp_path, data, "busy")
+    assert after > before  # every scan counts (SPEC §5.2 step 8) …
+    assert after - before <= scanned  # … minus the scan counts of nodes it forgot
+    bad = cli(tmp_path, "compress", "busy", "--slices", "0", data_dir=data)
+    assert_one_line_error(bad, 2)
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -365,23 +562,3 @@ def test_inspection_works_while_another_process_holds_the_agent(tmp_path: Path) 
     after = cli(tmp_path, "recall", "live", "PostgreSQL", data_dir=data)
     assert after.returncode == 0, after.stderr
     assert "[记忆]" in after.stdout
-
-
-def test_installed_entry_point(tmp_path: Path) -> None:
-    """The `memory-rdf` console script (installed by `pip install .`) runs the same CLI."""
-    exe = shutil.which("memory-rdf") or str(Path(sys.executable).parent / "memory-rdf")
-    if not Path(exe).exists():
-        pytest.skip("memory-rdf is not installed in this environment (pip install .)")
-    data = tmp_path / "data"
-    env = {**_env(), "MEMORY_RDF_DATA_DIR": str(data)}
-    done = subprocess.run([exe, "demo", "--slices", "1"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, encoding="utf-8", timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "[记忆]" in done.stdout
-    stats = subprocess.run([exe, "stats", "demo", "--json"], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, encoding="utf-8", timeout=60)
-    assert stats.returncode == 0 and json.loads(stats.stdout)["nodes"] > 0
-    missing = subprocess.run([exe, "stats", "nobody"], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, encoding="utf-8", timeout=60)
-    assert missing.returncode == 2 and "nobody" in missing.stderr
-    assert "Traceback" not in missing.stderr and not (data / "nobody").exists()

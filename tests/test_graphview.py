@@ -21,6 +21,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,13 +42,29 @@ MEMORY = "https://w3id.org/memory-rdf/ontology#"
 AGENT = "pic"
 
 
+def memory_rdf_command() -> str:
+    """The installed ``memory-rdf`` console script next to ``sys.executable`` (else on PATH);
+    a clear failure when the package is not installed in this environment."""
+    bindir = Path(sys.executable).parent
+    for name in ("memory-rdf", "memory-rdf.exe"):
+        if (bindir / name).is_file():
+            return str(bindir / name)
+    found = shutil.which("memory-rdf")
+    if found is None:
+        pytest.fail(f"the memory-rdf console script is not installed next to {sys.executable} "
+                    "nor on PATH: pip install -e . (or pip install \".[test]\") first",
+                    pytrace=False)
+    return found
+
+
 def cli(cwd: Path, *args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``python -m memory_rdf.cli …`` as a real process (the pattern of tests/test_cli.py)."""
+    """``memory-rdf …`` through the installed entry point, as a real process (the pattern of
+    tests/test_cli.py)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.pop("MEMORY_RDF_DATA_DIR", None)
     env["PYTHONIOENCODING"] = "utf-8"
-    argv = [sys.executable, "-m", "memory_rdf.cli", *args]
+    argv = [memory_rdf_command(), *args]
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
@@ -375,7 +392,7 @@ def _readme_commands() -> set[str]:
 @pytest.mark.parametrize("command", _commands())
 def test_every_command_has_an_example_and_readme_documentation(command: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "memory_rdf.cli", command, "--help"], cwd=REPO,
+        [memory_rdf_command(), command, "--help"], cwd=REPO,
         capture_output=True, text=True, encoding="utf-8", timeout=60,
     )
     assert result.returncode == 0, result.stderr
