@@ -8,9 +8,14 @@ characters as phrase and the upper-case words as keywords; ``relation`` answers 
 
 from __future__ import annotations
 
+import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
 
 from memory_rdf import Config, MemoryManager, Processed
 
@@ -73,3 +78,22 @@ def remember(mem: MemoryManager, *contents: str) -> None:
     """Remember one message whose content is split on ' | ' into segments, and wait for it."""
     mem.remember(say(*contents))
     assert mem.wait_idle(timeout=30)
+
+
+def memory_rdf_command() -> str:
+    """The installed ``memory-rdf`` console script of this interpreter's environment (next to
+    ``sys.executable``; else the one on PATH). Fails, not skips, when it is missing: the
+    command line is tested through the entry point users run."""
+    bindir = Path(sys.executable).parent
+    for name in ("memory-rdf", "memory-rdf.exe"):
+        if (bindir / name).is_file():
+            return str(bindir / name)
+    found = shutil.which("memory-rdf")
+    if found is None:
+        pytest.fail(
+            f"the memory-rdf console script is not installed next to {sys.executable} nor on "
+            "PATH: install the package into this environment (pip install -e . or "
+            "pip install \".[test]\") so the CLI tests can run the real entry point",
+            pytrace=False,
+        )
+    return found

@@ -8,12 +8,13 @@ could run here) answered every query with exactly the same text.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import memory_rdf_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,10 +24,6 @@ def test_the_fast_loader_builds_what_remember_builds(tmp_path: Path) -> None:
 
     shape = check_against_remember(tmp_path, 60)
     assert shape["nodes"] == 60 and shape["focus"] == 5
-
-
-def memory_rdf_command() -> str:
-    return shutil.which("memory-rdf") or str(Path(sys.executable).parent / "memory-rdf")
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import memory_rdf_command
+
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["demo", "remember", "recall", "sparql", "export", "graph", "stats", "validate",
             "compress"]
@@ -26,24 +28,6 @@ MESSAGES = [
     {"role": "user", "content": "登录方案用 JWT，access token 有效期 2 小时，由张伟负责。"},
 ]
 
-
-def memory_rdf_command() -> str:
-    """The installed ``memory-rdf`` console script of this interpreter's environment (next to
-    ``sys.executable``; else the one on PATH). Fails, not skips, when it is missing: the
-    command line is tested through the entry point users run."""
-    bindir = Path(sys.executable).parent
-    for name in ("memory-rdf", "memory-rdf.exe"):
-        if (bindir / name).is_file():
-            return str(bindir / name)
-    found = shutil.which("memory-rdf")
-    if found is None:
-        pytest.fail(
-            f"the memory-rdf console script is not installed next to {sys.executable} nor on "
-            "PATH: install the package into this environment (pip install -e . or "
-            "pip install \".[test]\") so the CLI tests can run the real entry point",
-            pytrace=False,
-        )
-    return found
 
 
 def _env(**extra: str) -> dict[str, str]:

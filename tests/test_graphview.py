@@ -21,9 +21,7 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,27 +32,13 @@ from memory_rdf import MemoryManager
 from memory_rdf import _graphview as gv
 from memory_rdf._inspect import inspect_agent, inspect_stats
 
-from helpers import FAST, ScriptedModel, remember
+from helpers import FAST, ScriptedModel, memory_rdf_command, remember
 
 REPO = Path(__file__).resolve().parent.parent
 NODE = "https://w3id.org/memory-rdf/node/"
 MEMORY = "https://w3id.org/memory-rdf/ontology#"
 AGENT = "pic"
 
-
-def memory_rdf_command() -> str:
-    """The installed ``memory-rdf`` console script next to ``sys.executable`` (else on PATH);
-    a clear failure when the package is not installed in this environment."""
-    bindir = Path(sys.executable).parent
-    for name in ("memory-rdf", "memory-rdf.exe"):
-        if (bindir / name).is_file():
-            return str(bindir / name)
-    found = shutil.which("memory-rdf")
-    if found is None:
-        pytest.fail(f"the memory-rdf console script is not installed next to {sys.executable} "
-                    "nor on PATH: pip install -e . (or pip install \".[test]\") first",
-                    pytrace=False)
-    return found
 
 
 def cli(cwd: Path, *args: str, data_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
