@@ -298,3 +298,16 @@ def test_a_refused_remember_is_never_stored_even_racing_recalls(
     stored = {r["c"] for r in mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")}  # type: ignore[index,union-attr]
     assert stored == set(accepted)
     assert mem.journal.tasks() == []
+
+
+def test_the_writer_flushes_memtables_as_writes_pile_up(mem: MemoryManager) -> None:
+    """RocksDB keeps writes in memory until a flush: the store flushes after every
+    FLUSH_AFTER_BYTES of updates, so a long-running writer's memory stays bounded."""
+    store = mem._store
+    assert store is not None
+    store.FLUSH_AFTER_BYTES = 20_000  # type: ignore[misc]
+    for i in range(20):
+        remember(mem, f"memory number {i} | its neighbour {i}")
+        assert store._unflushed < 20_000 + 10_000  # reset at each flush, never piles up
+    assert store.auto_flushes >= 2
+    assert mem.stats()["nodes"] == 40
