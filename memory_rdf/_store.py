@@ -328,9 +328,10 @@ class AgentStore:
     OPTIMIZE_AFTER_COMMITS = 1000
     #: Bytes of updates after which the writer flushes RocksDB's memtables to disk. Without
     #: it a store that keeps being written (compression of a busy agent) grew its process's
-    #: RSS steadily: +8 MB/s in the soak benchmark, 40 MB → 918 MB in two minutes of four
-    #: agents; a 180-node agent compressing grew 42 MB per 50 slices, ~2 MB with this flush
-    #: (/tmp experiment, 24 rounds). A flush also makes the writes survive a power cut (§7).
+    #: RSS steadily: benchmarks/soak.py (4 agents × 200 remembers, then compression) went
+    #: from 41 MB to a peak of 918 MB (+8 MB/s while compressing); with this flush, to a peak
+    #: of 356 MB (+1.2 MB/s while compressing). A flush also makes the writes survive a power
+    #: cut (SPEC §7).
     FLUSH_AFTER_BYTES = 4 * 2**20
 
     def maybe_optimize_in_background(self) -> bool:
