@@ -154,18 +154,23 @@ def _latin(surface: str) -> tuple[str, str] | None:
     return low, surface
 
 
-def tokens(text: str) -> list[Token]:
-    """Normalized tokens with their surface forms; stop words and punctuation dropped."""
+def tokens(text: str, *, search: bool = False) -> list[Token]:
+    """Normalized tokens with their surface forms; stop words and punctuation dropped.
+
+    ``search=True`` cuts Chinese in jieba's search mode (:func:`cut_han_for_search`): its
+    words overlap, so each carries the position of its run of Han characters.
+    """
     norm = normalize(text)
     out: list[Token] = []
     for m in _SCAN_RE.finditer(norm):
         han_run = m.group(1)
         if han_run is not None:
             pos = m.start()
-            for word in cut_han(han_run):
+            for word in (cut_han_for_search if search else cut_han)(han_run):
                 if word not in CHINESE_STOP_WORDS:
                     out.append(Token(word, word, True, pos))
-                pos += len(word)
+                if not search:
+                    pos += len(word)
             continue
         latin = _latin(m.group(2))
         if latin is not None:
@@ -193,16 +198,7 @@ def tokenize_for_index(text: str) -> list[str]:
     everything that is not Chinese is exactly as in :func:`tokenize`. In order of appearance
     (a compound's parts before the compound), duplicates kept.
     """
-    out: list[str] = []
-    for m in _SCAN_RE.finditer(normalize(text)):
-        han_run = m.group(1)
-        if han_run is not None:
-            out.extend(w for w in cut_han_for_search(han_run) if w not in CHINESE_STOP_WORDS)
-            continue
-        latin = _latin(m.group(2))
-        if latin is not None:
-            out.append(latin[0])
-    return out
+    return [t.text for t in tokens(text, search=True)]
 
 
 def strip_role_prefixes(text: str) -> str:
