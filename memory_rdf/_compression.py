@@ -67,6 +67,14 @@ class SliceReport:
     preempted: bool = False
     elapsed_ms: float = 0.0
 
+    def add_calls(self, calls: CallStats) -> None:
+        self.model_calls += calls.calls
+        self.model_requests += calls.requests
+        self.model_failures += calls.failures
+        self.model_retries += calls.retries
+        self.prompt_tokens += calls.prompt_tokens
+        self.completion_tokens += calls.completion_tokens
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "scanned": self.scanned,
@@ -302,14 +310,12 @@ class Compressor:
             report.forgotten += 1
             return
         if target < len(node.content):
-            st = self.stats
-            before = (st.calls, st.prompt_tokens, st.completion_tokens, st.requests,
-                      st.failures, st.retries)
+            call = CallStats()  # this node's model call, retries included
             content = node.content
             try:
                 p = yield from with_retries(
                     lambda: self._checked(self.model.process(content, target), target),
-                    cfg, self.stats, "process",
+                    cfg, call, "process",
                 )
                 chunk.rewrites.append((nid, p))
                 node.content = p.content
@@ -317,12 +323,8 @@ class Compressor:
             except ModelError:
                 pass  # the node stays as it was; decay and scanCount still happen
             finally:
-                report.model_calls += self.stats.calls - before[0]
-                report.prompt_tokens += self.stats.prompt_tokens - before[1]
-                report.completion_tokens += self.stats.completion_tokens - before[2]
-                report.model_requests += st.requests - before[3]
-                report.model_failures += st.failures - before[4]
-                report.model_retries += st.retries - before[5]
+                self.stats.add(call)
+                report.add_calls(call)
         for key in touching:
             if key[0] in focus:
                 continue  # links out of a focus node do not decay (SPEC §5.2 step 7)

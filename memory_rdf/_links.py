@@ -16,6 +16,7 @@ from memory_rdf._store import (
     AgentStore,
     WriteBatch,
     iri_ref,
+    link_iri,
     link_ref,
     lit,
     node_id,
@@ -101,7 +102,7 @@ class LinkStore:
             query = render("dangling_targets", sources=[node_ref(i) for i in part])
             for s, t in self._store.rows(query):
                 source, target = node_id(s), node_id(t)
-                pairs[str(link_ref(source, target))[1:-1]] = source
+                pairs[link_iri(source, target)] = source
         if not pairs:
             return {}
         rels = None if relations is None else [lit(r) for r in relations]

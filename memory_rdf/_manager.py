@@ -212,7 +212,7 @@ class MemoryManager:
             self._store = store
             self._initialized = True
             for task in self.journal.tasks("pending"):
-                self._submit_remember(task, limit=None)
+                self._submit_remember(task)
             return self
 
     def close(self, timeout: float | None = None) -> None:
@@ -273,9 +273,9 @@ class MemoryManager:
             self._check_open()
             scheduler.check_room(self.agent_id, self.config.max_queue_size)
             task = self.journal.add(text)
-            self._submit_remember(task, limit=None)
+            self._submit_remember(task)
 
-    def _submit_remember(self, jtask: JournalTask, limit: int | None) -> None:
+    def _submit_remember(self, jtask: JournalTask) -> None:
         def start() -> Generator[Backoff, None, list[str]]:
             ids = yield from self.rememberer.run(jtask)
             if self.config.auto_compress:
@@ -295,8 +295,10 @@ class MemoryManager:
                 self.journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
             return False
 
+        # No room check here: remember() made it with the journal write; resumed and retried
+        # tasks were accepted before.
         self._system.scheduler.submit(
-            self.agent_id, Task("remember", start, on_error=on_error), limit
+            self.agent_id, Task("remember", start, on_error=on_error), None
         )
 
     # -- recall --------------------------------------------------------------------------------
@@ -498,7 +500,7 @@ class MemoryManager:
         tasks = self.journal.tasks("failed")
         for t in tasks:
             self.journal.requeue(t)
-            self._submit_remember(t, limit=None)
+            self._submit_remember(t)
         return len(tasks)
 
     def discard_failed(self) -> int:

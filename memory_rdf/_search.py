@@ -281,7 +281,7 @@ class Searcher:
     def fetch(self, seeds: Sequence[Seed], depth: int, relations: Sequence[str] | None) -> Graph:
         """The walk's graph: adjacency of every node within ``depth - 1`` hops, every node
         reached, and the dangling links of every node whose links were read."""
-        graph = Graph({}, [], {})
+        adjacency: dict[str, list[tuple[str, float, str]]] = {}
         reached: dict[str, None] = dict.fromkeys(s.node for s in seeds)
         frontier = list(reached)
         lost: list[tuple[str, float, str]] = []
@@ -291,20 +291,18 @@ class Searcher:
             fetched, dangling = self._links.outgoing(frontier, relations)
             lost.extend(dangling)
             for node in frontier:
-                graph.adjacency.setdefault(node, [])
+                adjacency.setdefault(node, [])
             nxt: dict[str, None] = {}
             for source, target, strength, relation in fetched:
-                graph.adjacency[source].append((target, strength, relation))
+                adjacency[source].append((target, strength, relation))
                 if target not in reached:
                     reached[target] = None
                     nxt[target] = None
             frontier = list(nxt)
-        for targets in graph.adjacency.values():
+        for targets in adjacency.values():
             # Discovery order among one node's links must not depend on the engine's row order.
             targets.sort(key=lambda t: (-t[1], t[0]))
-        graph.reached.extend(reached)
-        graph.dangling.update(by_strength(lost))
-        return graph
+        return Graph(adjacency, list(reached), by_strength(lost))
 
     def recall(
         self,
@@ -321,17 +319,14 @@ class Searcher:
         hits = walk(seeds, graph.adjacency, matches, depth, limit)
         return self.render([h.node for h in hits], relations, graph)
 
-    def render(
-        self, results: Sequence[str], relations: Sequence[str] | None, graph: Graph | None = None
-    ) -> str:
+    def render(self, results: Sequence[str], relations: Sequence[str] | None, graph: Graph) -> str:
         """The recall text of SPEC §5.4. The dangling links of results whose links ``graph``
         already read are taken from it; only the others' are looked up."""
         if not results:
             return ""
         texts = self._nodes.texts(results)
-        known = graph.adjacency if graph is not None else {}
-        dangling = dict(graph.dangling) if graph is not None else {}
-        todo = [nid for nid in results if nid not in known]
+        dangling = dict(graph.dangling)
+        todo = [nid for nid in results if nid not in graph.adjacency]
         if todo:
             dangling.update(self._links.dangling_outgoing(todo, relations))
         t = self._templates

@@ -61,8 +61,13 @@ def node_ref(node: str) -> Term:
     return Term(str(ox.NamedNode(V.NODE + node)))
 
 
+def link_iri(source: str, target: str) -> str:
+    """The IRI of the link from ``source`` to ``target``: derived from the pair (SPEC §2)."""
+    return f"{V.LINK}{source}--{target}"
+
+
 def link_ref(source: str, target: str) -> Term:
-    return Term(str(ox.NamedNode(f"{V.LINK}{source}--{target}")))
+    return Term(str(ox.NamedNode(link_iri(source, target))))
 
 
 def iri_ref(iri: str) -> Term:

@@ -140,6 +140,13 @@ def test_perception_follows_the_relation_filter(forgot: MemoryManager) -> None:
         "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
     ])
     assert forgot.recall([], relations=["下文"], depth=1) == "[记忆] target node text"
+    # at depth 0 nothing is expanded: the perception is looked up for the result alone,
+    # through the shortcut triples, with the same filter
+    assert forgot.recall([], relations=["上文"], depth=0) == SEP.join([
+        "[记忆] target node text",
+        "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
+    ])
+    assert forgot.recall([], relations=["下文"], depth=0) == "[记忆] target node text"
 
 
 def test_perception_entries_do_not_count_toward_the_limit(make_manager) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
-from memory_rdf._store import AgentStore, Term, iri_ref, link_ref, lit, node_id, node_ref
+from memory_rdf._store import AgentStore, Term, iri_ref, link_iri, lit, node_id, node_ref
 from memory_rdf._store import render as render_query
 
 
@@ -109,7 +109,7 @@ class RdflibPeer(Peer):
             q = render_query("dangling_targets", sources=[node_ref(n) for n in part])
             for s, t in self.rows(q):
                 source = node_id(str(s))
-                pairs[str(link_ref(source, node_id(str(t))))[1:-1]] = source
+                pairs[link_iri(source, node_id(str(t)))] = source
         out: dict[str, list[tuple[float, str]]] = {}
         for part in chunks(list(pairs)):
             q = render_query("dangling_link_details", links=[iri_ref(i) for i in part],
