@@ -260,6 +260,37 @@ def triple(s: str, p: str, o: str) -> str:
 # The store
 # ---------------------------------------------------------------------------------------------
 
+_SPARQL_POSITION = re.compile(r"error at (\d+):(\d+):\s*")
+# One item of Oxigraph's "expected one of …" list: a quoted token, a character class such as
+# ['A' ..= 'Z' | '\u{00C0}'..='\u{00D6}' | …] or [_], or a bare keyword.
+_EXPECTED_ITEM = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\'(?:\\.|[^\'\\])*\'|[^\]\'])*\]|[^,\s][^,]*')
+_SPARQL_DETAIL_MAX = 120
+
+
+def sparql_syntax_error(exc: SyntaxError) -> SparqlError:
+    """Oxigraph's parse error as one short line, for ``sparql()`` and the command line alike:
+    where, and the start of what it expected.
+
+    The parser lists every token it would accept, Unicode ranges included (hundreds of
+    characters); the character classes go, the rest is clipped to about 120 characters.
+    """
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    where = ""
+    found = _SPARQL_POSITION.search(text)
+    if found:
+        where = f" at line {found[1]}, column {found[2]}"
+        text = text[found.end():]
+    head, sep, rest = text.partition("expected one of ")
+    if sep:
+        items = [i.strip() for i in _EXPECTED_ITEM.findall(rest) if not i.startswith("[")]
+        text = head + sep + ", ".join(items) if items else (head + "something else").strip()
+    text = re.sub(r"\[(?:'(?:\\.|[^'\\])*'|[^\]'])*\]", "", text).strip(" ,")
+    if len(text) > _SPARQL_DETAIL_MAX:
+        cut = text.rfind(", ", 0, _SPARQL_DETAIL_MAX)
+        text = text[: cut if cut > _SPARQL_DETAIL_MAX // 2 else _SPARQL_DETAIL_MAX] + ", …"
+    return SparqlError(f"invalid SPARQL{where}: {text}")
+
+
 _UPDATE_KEYWORDS = re.compile(
     r"^\s*(?:(?:PREFIX\s+\S*\s*<[^>]*>|BASE\s*<[^>]*>)\s*)*"
     r"(INSERT|DELETE|LOAD|CLEAR|CREATE|DROP|COPY|MOVE|ADD|WITH)\b",
@@ -441,7 +472,7 @@ class AgentStore:
                 named_graphs=[],
             )
         except SyntaxError as exc:
-            raise SparqlError(f"invalid SPARQL query: {exc}") from None
+            raise sparql_syntax_error(exc) from None
         except OSError as exc:
             raise StoreError(f"cannot read the memory store {self.path}: {exc}") from exc
         if isinstance(result, ox.QueryBoolean):
@@ -470,7 +501,7 @@ class AgentStore:
                 query, prefixes=V.PREFIXES, default_graph=ox.DefaultGraph(), named_graphs=[]
             )
         except SyntaxError as exc:
-            raise SparqlError(f"invalid SPARQL query: {exc}") from None
+            raise sparql_syntax_error(exc) from None
         formats = {
             "json": ox.QueryResultsFormat.JSON,
             "csv": ox.QueryResultsFormat.CSV,

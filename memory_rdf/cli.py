@@ -53,7 +53,7 @@ from memory_rdf._inspect import (
 )
 from memory_rdf._inspect import validate as shacl_validate
 from memory_rdf._manager import MemoryManager, validate_agent_id
-from memory_rdf._resources import data_text
+from memory_rdf._resources import data_text, query_text
 from memory_rdf._store import AgentStore
 from memory_rdf._types import Message, SmallModel, coerce_messages
 
@@ -270,10 +270,6 @@ _DEMO_RECALLS: dict[str, list[tuple[str, list[str], dict[str, Any]]]] = {
     ],
 }
 
-_SHORTENED_QUERY = (
-    "SELECT (COUNT(?n) AS ?c) WHERE { ?n a memory:Node ; memory:content ?text ; "
-    "memory:originalLength ?length . FILTER(STRLEN(?text) < ?length) }"
-)
 
 
 def _wipe_agent(path: Path, console: Console) -> None:
@@ -354,9 +350,9 @@ def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
             progress.update(task, description="Remembered")
         out.print(timeline)
         stats = mem.stats()
-        rows = mem.sparql(_SHORTENED_QUERY)
+        rows = mem.sparql(query_text("shortened_count"))
         first = rows[0] if isinstance(rows, list) and rows else None
-        shortened = int(first["c"]) if isinstance(first, dict) else 0
+        shortened = int(first["count"]) if isinstance(first, dict) else 0
         n_messages = sum(len(s["messages"]) for s in remembered)
         _say(
             out,
@@ -591,37 +587,6 @@ def _python_cell(value: Any) -> str:
     return str(value)
 
 
-_SPARQL_POSITION = re.compile(r"error at (\d+):(\d+):\s*")
-# One item of Oxigraph's "expected one of …" list: a quoted token, a character class such as
-# ['A' ..= 'Z' | '\u{00C0}'..='\u{00D6}' | …] or [_], or a bare keyword.
-_EXPECTED_ITEM = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\'(?:\\.|[^\'\\])*\'|[^\]\'])*\]|[^,\s][^,]*')
-_SPARQL_DETAIL_MAX = 120
-
-
-def sparql_error_line(message: str) -> str:
-    """Oxigraph's parse error as one short line: where, and the start of what it expected.
-
-    The parser lists every token it would accept, Unicode ranges included (hundreds of
-    characters); the character classes go, the rest is clipped to about 120 characters.
-    """
-    text = _one_line(message)
-    text = re.sub(r"^invalid SPARQL query:\s*", "", text)
-    where = ""
-    found = _SPARQL_POSITION.search(text)
-    if found:
-        where = f" at line {found[1]}, column {found[2]}"
-        text = text[found.end():]
-    head, sep, rest = text.partition("expected one of ")
-    if sep:
-        items = [i.strip() for i in _EXPECTED_ITEM.findall(rest) if not i.startswith("[")]
-        text = head + sep + ", ".join(items) if items else (head + "something else").strip()
-    text = re.sub(r"\[(?:'(?:\\.|[^'\\])*'|[^\]'])*\]", "", text).strip(" ,")
-    if len(text) > _SPARQL_DETAIL_MAX:
-        cut = text.rfind(", ", 0, _SPARQL_DETAIL_MAX)
-        text = text[: cut if cut > _SPARQL_DETAIL_MAX // 2 else _SPARQL_DETAIL_MAX] + ", …"
-    return f"invalid SPARQL{where}: {text}"
-
-
 def _read_query(query: str) -> str:
     if query in ("-", "@-"):
         return sys.stdin.read()
@@ -660,7 +625,7 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
         except UpdateRefusedError:
             raise refused() from None
         except SparqlError as exc:
-            raise CliError(sparql_error_line(str(exc))) from None
+            raise CliError(str(exc)) from None
         _write_bytes(data)
         return
 
@@ -675,7 +640,7 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
     except UpdateRefusedError:
         raise refused() from None
     except SparqlError as exc:
-        raise CliError(sparql_error_line(str(exc))) from None
+        raise CliError(str(exc)) from None
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")

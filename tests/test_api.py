@@ -225,8 +225,10 @@ def test_sparql_is_read_only_and_typed(mem: MemoryManager) -> None:
     ):
         with pytest.raises(UpdateRefusedError, match="read-only"):
             mem.sparql(update)
-    with pytest.raises(SparqlError, match="invalid SPARQL"):
+    with pytest.raises(SparqlError, match="invalid SPARQL at line 1, column 1") as info:
         mem.sparql("SELEC ?x WHERE {")
+    # one short line: the parser's list of every acceptable token is clipped
+    assert "\n" not in str(info.value) and len(str(info.value)) < 200
     assert mem.stats()["nodes"] == 2
 
 
