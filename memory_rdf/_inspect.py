@@ -262,7 +262,7 @@ def open_rdflib_graph(
     works while another process runs the agent, never sees later writes (call again for fresh
     data; keep it short-lived next to a live writer), and refuses writes. The ``memory:``,
     ``node:``, ``link:`` and ``xsd:`` prefixes are bound, so ``graph.query`` can use them.
-    Needs the ``rdflib`` extra. The same thing by hand, for any agent directory::
+    The same thing by hand, for any agent directory::
 
         import pyoxigraph, rdflib, oxrdflib
         graph = rdflib.Graph(
@@ -275,14 +275,8 @@ def open_rdflib_graph(
     literals come back typed ``xsd:string`` (RDF 1.1 makes them the same literal; rdflib's
     ``Literal("x")`` does not compare equal to them: compare ``str()`` or ``.toPython()``).
     """
-    try:
-        import rdflib
-        from oxrdflib import OxigraphStore
-    except ImportError as exc:
-        raise MemoryRDFError(
-            "opening an agent as an rdflib graph needs rdflib and oxrdflib: "
-            "pip install 'memory-rdf[rdflib]'"
-        ) from exc
+    import rdflib  # imported here: rdflib takes a while to import
+    from oxrdflib import OxigraphStore
 
     def open_graph(store: AgentStore) -> rdflib.Graph:
         graph = rdflib.Graph(
@@ -304,13 +298,12 @@ def validate(store: AgentStore) -> tuple[bool, str]:
     is dumped as N-Triples into an in-memory rdflib graph first (SPEC §7: about 6× faster
     than validating through oxrdflib). Needs the ``shacl`` extra.
     """
+    import rdflib
+
     try:
         import pyshacl
-        import rdflib
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise MemoryRDFError(
-            "validation needs pyshacl and rdflib: pip install 'memory-rdf[shacl]'"
-        ) from exc
+        raise MemoryRDFError("validation needs pyshacl: pip install 'memory-rdf[shacl]'") from exc
     from memory_rdf._resources import ontology_text
 
     data = rdflib.Graph()

@@ -1,4 +1,5 @@
-"""Files shipped inside the package: the ontology, SHACL shapes, SPARQL queries, demo data.
+"""Files shipped inside the package: the ontology, SHACL shapes, SPARQL queries, demo data,
+the graph page (HTML, CSS, JavaScript).
 
 In an installed wheel they live under ``memory_rdf/``; in a source checkout the ontology
 sits at the top level (``ontology/``), which the wheel build maps to ``memory_rdf/ontology``.
@@ -46,3 +47,9 @@ def query_names() -> list[str]:
 
 def data_text(filename: str) -> str:
     return (_package_dir("data") / filename).read_text(encoding="utf-8")
+
+
+@cache
+def web_text(filename: str) -> str:
+    """Text of ``web/{filename}``: the graph page's HTML template, CSS and JavaScript."""
+    return (_package_dir("web") / filename).read_text(encoding="utf-8")

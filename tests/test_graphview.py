@@ -21,6 +21,7 @@ import html
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,6 +212,30 @@ def test_html_is_self_contained(page: str) -> None:
     assert not re.search(r"<link\b|@import|url\(\s*['\"]?(?:https?:)?//", page, re.I)
     assert not re.search(r"<script[^>]*\bsrc=", page, re.I)
     assert "<style>" in page and "<svg" in page
+
+
+def test_page_files_are_package_data_the_page_fills_in(page: str) -> None:
+    """The page's HTML, CSS and JavaScript are files in memory_rdf/web/ (editors and linters
+    see them); every placeholder of the template is filled, and the script parses."""
+    from string import Template
+
+    from memory_rdf._resources import web_text
+
+    template = web_text("graph.html")
+    assert Template(template).get_identifiers()  # $title, $css, ... (nothing else uses $)
+    assert "$" not in page.split("<script>")[0]  # every placeholder before the script filled
+    assert web_text("graph.css").strip() in page
+    assert web_text("graph.js").strip() in page
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: the script's syntax check needs it")
+    checked = subprocess.run([node, "--check", str(_web_dir() / "graph.js")],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+
+
+def _web_dir() -> Path:
+    return Path(gv.__file__).resolve().parent.parent / "web"
 
 
 def test_html_shows_every_focus_phrase_escaped(page: str, ref: Reference) -> None:

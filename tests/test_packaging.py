@@ -64,6 +64,9 @@ def test_wheel_contains_and_loads_the_resources(tmp_path: Path) -> None:
         "memory_rdf/queries/importance.rq",
         "memory_rdf/queries/live_outgoing_links.rq",
         "memory_rdf/data/demo_conversation.json",
+        "memory_rdf/web/graph.html",
+        "memory_rdf/web/graph.css",
+        "memory_rdf/web/graph.js",
         "memory_rdf/py.typed",
     ):
         assert required in names, required
@@ -74,6 +77,8 @@ def test_wheel_contains_and_loads_the_resources(tmp_path: Path) -> None:
         "assert 'memory:Node' in r.ontology_text('memory.ttl');"
         "assert 'sh:NodeShape' in r.ontology_text('shapes.ttl');"
         "assert 'SUM' in r.query_text('importance');"
+        "assert '$css' in r.web_text('graph.html');"
+        "assert 'addEventListener' in r.web_text('graph.js');"
         "print('ok')"
     )
     result = subprocess.run(
