@@ -50,6 +50,7 @@ from memory_rdf._manager import MemoryManager, validate_agent_id
 from memory_rdf._store import AgentStore
 from memory_rdf._types import Message, SmallModel, coerce_messages
 from memory_rdf.demo import DEMO_SLICES, run_demo
+from memory_rdf.tools import DEFAULT_AGENT
 
 __all__ = ["cli", "main"]
 
@@ -652,6 +653,81 @@ def validate(agent: str, data_dir: Path) -> None:
         return
     click.echo(report.rstrip())
     raise CliError(f"agent {agent!r} does not conform to the memory_rdf SHACL shapes", 1)
+
+
+# -- serve --------------------------------------------------------------------------------------
+
+
+@cli.command(short_help="Serve the memory to MCP clients (stdio or HTTP).")
+@click.option("--agent", default=DEFAULT_AGENT, show_default=True,
+              help="The agent a tool call uses when it names none (its agent_id argument).")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio",
+              show_default=True,
+              help="stdio: the client starts this command (Claude Desktop, IDEs); http: "
+                   "streamable HTTP at http://HOST:PORT/mcp.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="HTTP: address to listen on. Anything but loopback needs --token.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="HTTP: port to listen on (0: a free one, printed on stderr).")
+@click.option("--token", envvar="MEMORY_RDF_TOKEN", show_envvar=True, default=None,
+              help="HTTP: every request must carry 'Authorization: Bearer TOKEN' (401 "
+                   "otherwise). Prefer the environment variable: arguments show in ps.")
+@click.option("--english", is_flag=True, help="Recall with the English templates ([memory]).")
+@data_dir_option
+@click.pass_context
+def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
+          token: str | None, english: bool, data_dir: Path) -> None:
+    """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
+    pip install "memory-rdf[mcp]").
+
+    Tools: remember, recall, stats, sparql, each with an optional agent_id argument (default
+    --agent). One process serves every agent in DATA_DIR; an agent held by another process
+    answers a tool error. HTTP listens on 127.0.0.1 unless --host says otherwise, which needs
+    --token. Stops on Ctrl-C / SIGTERM (HTTP) or when the client closes stdin (stdio);
+    remembers not yet processed stay journalled for the next start.
+
+    \b
+    Examples:
+      memory-rdf serve --data-dir ~/.memory-rdf                  # stdio, for Claude Desktop
+      memory-rdf serve --transport http --port 8765              # http://127.0.0.1:8765/mcp
+      MEMORY_RDF_TOKEN=$(openssl rand -hex 16) \
+        memory-rdf serve --transport http --host 0.0.0.0         # reachable from the network
+    """
+    from memory_rdf import MemorySystem, mcp_server
+
+    _agent(agent)
+    if transport == "stdio":
+        given = [f"--{name}" for name in ("host", "port", "token")
+                 if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError(f"{', '.join(given)} only apply to --transport http", ctx)
+    try:
+        mcp_server.require_mcp()
+        if transport == "http":
+            mcp_server.check_bind(host, token)
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+    except (InvalidInputError, InvalidTypeError) as exc:
+        raise CliError(str(exc), 2) from None
+    config = Config(templates=Templates.english() if english else Templates())
+    err = _stderr()
+    system = MemorySystem(data_dir=data_dir, model=_model(), config=config)
+    try:
+        system.agent(agent)  # fail now (locked, damaged store) rather than at the first call
+        where = f"agent {agent!r} by default, data dir {data_dir}"
+        if transport == "stdio":
+            _say(err, f"memory-rdf serve: MCP over stdio ({where})")
+            mcp_server.run_stdio(system, default_agent=agent)
+        else:
+            def listening(url: str) -> None:
+                auth = "bearer token required" if token else "no token: this machine only"
+                _say(err, f"memory-rdf serve: MCP over streamable HTTP at {url} ({where}; "
+                          f"{auth})")
+
+            mcp_server.run_http(system, host=host, port=port, token=token, default_agent=agent,
+                                on_listening=listening)
+    finally:
+        system.close(timeout=10)
 
 
 # -- bench --------------------------------------------------------------------------------------

@@ -1,0 +1,367 @@
+"""The memory as tools an LLM calls: one definition for MCP, OpenAI and Anthropic (SPEC §9).
+
+:func:`openai_tools` and :func:`anthropic_tools` give the tools as function-calling schemas
+(JSON Schema parameters) in each API's format; :func:`call_tool` runs one call the model made,
+with its arguments as a dict (Anthropic's ``tool_use.input``) or a JSON string (OpenAI's
+``function.arguments``), and returns the text to hand back. ``memory-rdf serve`` (an MCP
+server, :mod:`memory_rdf.mcp_server`) serves the same tools.
+
+>>> import tempfile
+>>> from memory_rdf import MemoryManager
+>>> from memory_rdf.tools import anthropic_tools, call_tool
+>>> [tool["name"] for tool in anthropic_tools()]
+['remember', 'recall', 'stats', 'sparql']
+>>> with MemoryManager("bot", data_dir=tempfile.mkdtemp()) as mem:
+...     print(call_tool(mem, "remember",
+...                     {"messages": [{"role": "user", "content": "My cat is called Miso"}]}))
+...     print(call_tool(mem, "recall", '{"keywords": ["cat"]}'))
+{"status": "accepted", "agent_id": "bot", "messages": 1}
+[记忆] user: My cat is called Miso
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
+from memory_rdf._manager import MemoryManager, MemorySystem
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "NOTHING_RECALLED",
+    "anthropic_tools",
+    "call_tool",
+    "openai_tools",
+    "tool_names",
+]
+
+#: The agent a call on a :class:`~memory_rdf.MemorySystem` uses when it names none.
+DEFAULT_AGENT = "default"
+
+#: What ``recall`` answers when nothing matched (an empty tool result confuses models).
+NOTHING_RECALLED = "(nothing recalled)"
+
+
+@dataclass(frozen=True)
+class _Tool:
+    name: str
+    description: str
+    properties: dict[str, Any]
+    required: tuple[str, ...]
+    run: Callable[[MemoryManager, dict[str, Any]], str]
+    read_only: bool = True  # MCP tool annotations (hints for clients)
+    destructive: bool = False
+
+    def schema(self, include_agent_id: bool) -> dict[str, Any]:
+        properties = copy.deepcopy(self.properties)
+        if include_agent_id:
+            properties["agent_id"] = copy.deepcopy(_AGENT_ID)
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if self.required:
+            schema["required"] = list(self.required)
+        schema["additionalProperties"] = False
+        return schema
+
+
+_AGENT_ID: dict[str, Any] = {
+    "type": "string",
+    "description": "Whose memory to use (1-128 letters, digits, '_', '-', '.'). Leave it out "
+                   "for the agent this tool is bound to.",
+    "minLength": 1,
+    "maxLength": 128,
+    "pattern": r"^[\w.-]+$",
+}
+
+_STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    return str(value)
+
+
+# -- the tools ----------------------------------------------------------------------------------
+
+
+def _remember(mem: MemoryManager, args: dict[str, Any]) -> str:
+    messages = args["messages"]
+    mem.remember(messages)
+    return _json({"status": "accepted", "agent_id": mem.agent_id, "messages": len(messages)})
+
+
+def _recall(mem: MemoryManager, args: dict[str, Any]) -> str:
+    text = mem.recall(**args)
+    return text or NOTHING_RECALLED
+
+
+def _stats(mem: MemoryManager, args: dict[str, Any]) -> str:
+    return _json(mem.stats())
+
+
+def _sparql(mem: MemoryManager, args: dict[str, Any]) -> str:
+    return _json(mem.sparql(args["query"]))
+
+
+_TOOLS: tuple[_Tool, ...] = (
+    _Tool(
+        name="remember",
+        description=(
+            "Store chat messages in long-term memory. Pass what is worth keeping from the "
+            "conversation (facts, decisions, preferences, plans, names), usually the latest "
+            "user and assistant turns, verbatim. The memory splits them into small memories, "
+            "summarises and links them to what was discussed just before. Returns at once with "
+            "a JSON acknowledgement; a recall made afterwards already sees these messages."
+        ),
+        properties={
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "description": "The messages to remember, oldest first.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "role": {"type": "string", "enum": ["user", "assistant", "system"],
+                                 "description": "Who said it."},
+                        "content": {"type": "string", "minLength": 1,
+                                    "description": "What was said (not blank)."},
+                        "timestamp": {
+                            "type": "string",
+                            "description": "When it was said, ISO 8601 (e.g. "
+                                           "2026-11-24T09:30:00Z). Optional.",
+                        },
+                    },
+                    "required": ["role", "content"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        required=("messages",),
+        run=_remember,
+        read_only=False,
+    ),
+    _Tool(
+        name="recall",
+        description=(
+            "Recall from long-term memory what relates to some keywords. Use it before "
+            "answering anything that may depend on earlier conversations (the user's "
+            "preferences, past decisions, names, plans). Returns plain text: one entry per "
+            "memory, separated by lines of '---', each starting with a marker such as [记忆]; "
+            "an entry may say that a related memory was forgotten. Returns "
+            f"'{NOTHING_RECALLED}' when nothing matches. By default the search starts from what "
+            "was discussed most recently; use entry='both' to also find older memories by their "
+            "words."
+        ),
+        properties={
+            "keywords": {
+                **_STRING_LIST,
+                "description": "Words or short phrases to look for, in the language of the "
+                               "memories (e.g. [\"JWT\", \"login\"]). A memory matches when one "
+                               "of them occurs in it (case-insensitive). An empty list returns "
+                               "every memory reached.",
+            },
+            "relations": {
+                **_STRING_LIST,
+                "description": "Follow only links with these relation names. Usually left out.",
+            },
+            "depth": {
+                "type": "integer", "minimum": 0,
+                "description": "How many links away from the starting memories to search "
+                               "(default: the memory's configured depth, usually 2).",
+            },
+            "entry": {
+                "type": "string", "enum": ["focus", "keywords", "both"],
+                "description": "Where the search starts: 'focus' (default) = the memories "
+                               "discussed most recently; 'keywords' = the memories whose words "
+                               "best match the keywords; 'both' = both (best for older facts).",
+            },
+        },
+        required=("keywords",),
+        run=_recall,
+    ),
+    _Tool(
+        name="stats",
+        description=(
+            "Report the state of the memory as JSON: nodes (memories), links, dangling_links "
+            "(links to memories that were forgotten), focus (ids of the memories in focus, "
+            "newest first), pending_tasks, failed_tasks and model-call counters."
+        ),
+        properties={},
+        required=(),
+        run=_stats,
+    ),
+    _Tool(
+        name="sparql",
+        description=(
+            "Run a read-only SPARQL 1.1 query (SELECT, ASK, CONSTRUCT or DESCRIBE) over the "
+            "memory graph; updates are refused. Prefixes memory:, node:, link: and xsd: are "
+            "predeclared. Each memory is a memory:Node with memory:content, memory:phrase "
+            "(short summary), memory:keyword (several), memory:createdAt (xsd:dateTime); "
+            "links are memory:Link with memory:source, memory:target, memory:strength and "
+            "memory:relation. Returns JSON: SELECT = a list of rows (variable -> value), "
+            "ASK = true/false, CONSTRUCT/DESCRIBE = a list of [subject, predicate, object]. "
+            "Example: SELECT ?phrase WHERE { ?n a memory:Node ; memory:phrase ?phrase } LIMIT 20"
+        ),
+        properties={
+            "query": {"type": "string", "minLength": 1,
+                      "description": "The SPARQL query text."},
+        },
+        required=("query",),
+        run=_sparql,
+    ),
+)
+
+_BY_NAME: dict[str, _Tool] = {tool.name: tool for tool in _TOOLS}
+
+
+# -- public functions ---------------------------------------------------------------------------
+
+
+def tool_names() -> list[str]:
+    """The names of the tools, in the order the schema functions list them."""
+    return [tool.name for tool in _TOOLS]
+
+
+def _definitions(include_agent_id: bool) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.schema(include_agent_id)}
+        for t in _TOOLS
+    ]
+
+
+def openai_tools(*, include_agent_id: bool = True, api: str = "chat") -> list[dict[str, Any]]:
+    """The tools in OpenAI's function-calling format.
+
+    ``api="chat"`` (default): the Chat Completions form, ``{"type": "function", "function":
+    {"name", "description", "parameters"}}``; ``api="responses"``: the Responses API form,
+    ``{"type": "function", "name", "description", "parameters"}``. ``include_agent_id=False``
+    leaves the optional ``agent_id`` argument out (when the calls go to one
+    :class:`~memory_rdf.MemoryManager`, the model need not see it).
+
+    Raises:
+        InvalidInputError: ``api`` is neither ``"chat"`` nor ``"responses"``.
+
+    >>> openai_tools()[1]["function"]["name"]
+    'recall'
+    """
+    if api not in ("chat", "responses"):
+        raise InvalidInputError(f"api must be 'chat' or 'responses', got {api!r}")
+    tools = []
+    for d in _definitions(include_agent_id):
+        function = {"name": d["name"], "description": d["description"],
+                    "parameters": d["input_schema"]}
+        tools.append({"type": "function", "function": function} if api == "chat"
+                     else {"type": "function", **function})
+    return tools
+
+
+def anthropic_tools(*, include_agent_id: bool = True) -> list[dict[str, Any]]:
+    """The tools in Anthropic's Messages API format: ``{"name", "description",
+    "input_schema"}`` (pass as ``tools=``). ``include_agent_id`` as in :func:`openai_tools`.
+
+    >>> sorted(anthropic_tools()[0])
+    ['description', 'input_schema', 'name']
+    """
+    return _definitions(include_agent_id)
+
+
+def call_tool(
+    system_or_manager: MemorySystem | MemoryManager,
+    name: str,
+    arguments: Mapping[str, Any] | str | None = None,
+    *,
+    default_agent: str = DEFAULT_AGENT,
+) -> str:
+    """Run one tool call and return its result as text (``recall``) or JSON (the others).
+
+    ``arguments`` is a mapping or a JSON object as a string (OpenAI hands over a string,
+    Anthropic a dict); ``None``, ``""`` and ``{}`` mean no arguments. An argument given as
+    ``null`` counts as left out. With a :class:`~memory_rdf.MemorySystem` the call goes to
+    the agent named by the ``agent_id`` argument, else to ``default_agent``; with a
+    :class:`~memory_rdf.MemoryManager` it goes to that agent, and an ``agent_id`` naming
+    another agent is refused.
+
+    Raises:
+        InvalidInputError: unknown tool, unknown or missing argument, arguments that are not
+            JSON, or a value the memory method refuses (a ``ValueError``); send the message
+            back to the model as an error result.
+        InvalidTypeError: arguments that are not an object, or a value of the wrong type
+            (a ``TypeError``).
+        MemoryRDFError: whatever the memory method raises otherwise (e.g.
+            :class:`~memory_rdf.SparqlError` for a query that does not parse,
+            :class:`~memory_rdf.QueueFullError`).
+
+    >>> import tempfile
+    >>> from memory_rdf import MemorySystem
+    >>> with MemorySystem(data_dir=tempfile.mkdtemp()) as system:
+    ...     call_tool(system, "recall", {"keywords": ["cat"], "agent_id": "bob"})
+    '(nothing recalled)'
+    """
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"tool name must be a str, got {type(name).__name__}")
+    tool = _BY_NAME.get(name)
+    if tool is None:
+        raise InvalidInputError(f"unknown tool {name!r}; the tools are {', '.join(tool_names())}")
+    args = _parse_arguments(tool, arguments)
+    agent_id = args.pop("agent_id", None)
+    return tool.run(_manager(system_or_manager, agent_id, default_agent), args)
+
+
+def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    if arguments is None:
+        raw: object = {}
+    elif isinstance(arguments, str | bytes | bytearray):
+        text = arguments if isinstance(arguments, str) else bytes(arguments).decode("utf-8",
+                                                                                 "replace")
+        try:
+            raw = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(
+                f"arguments of {tool.name} are not valid JSON: {exc}") from None
+    else:
+        raw = arguments
+    if not isinstance(raw, Mapping):
+        raise InvalidTypeError(
+            f"arguments of {tool.name} must be a JSON object, got {type(raw).__name__}")
+    allowed = [*tool.properties, "agent_id"]
+    args: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in allowed:
+            raise InvalidInputError(
+                f"unknown argument {key!r} for {tool.name}; it takes {', '.join(allowed)}")
+        if value is not None:
+            args[str(key)] = value
+    missing = [key for key in tool.required if key not in args]
+    if missing:
+        raise InvalidInputError(f"{tool.name} needs the argument {', '.join(missing)}")
+    return args
+
+
+def _manager(
+    target: MemorySystem | MemoryManager, agent_id: object, default_agent: str
+) -> MemoryManager:
+    if isinstance(target, MemoryManager):
+        if agent_id is not None and agent_id != target.agent_id:
+            raise InvalidInputError(
+                f"agent_id {agent_id!r} is not available here: these tools serve agent "
+                f"{target.agent_id!r}")
+        return target
+    if isinstance(target, MemorySystem):
+        chosen = default_agent if agent_id is None else agent_id
+        if not isinstance(chosen, str):
+            raise InvalidTypeError(f"agent_id must be a str, got {type(chosen).__name__}")
+        return target.agent(chosen)
+    raise InvalidTypeError(
+        "call_tool needs a MemorySystem or a MemoryManager, got "
+        f"{type(target).__name__}")

@@ -1,0 +1,196 @@
+"""memory_rdf.tools: function-calling schemas for OpenAI and Anthropic, and call_tool (SPEC §9)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from memory_rdf import (
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryManager,
+    MemorySystem,
+    SparqlError,
+    UpdateRefusedError,
+)
+from memory_rdf.tools import NOTHING_RECALLED, anthropic_tools, call_tool, openai_tools, tool_names
+
+from helpers import FAST, ScriptedModel
+
+NAMES = ["remember", "recall", "stats", "sparql"]
+# Both APIs: ^[a-zA-Z0-9_-]{1,64}$ for a function/tool name.
+NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _schemas() -> list[dict[str, object]]:
+    return [t["input_schema"] for t in anthropic_tools()]
+
+
+def test_every_tool_is_listed_in_both_formats() -> None:
+    assert tool_names()[: len(NAMES)] == NAMES
+    assert [t["function"]["name"] for t in openai_tools()] == tool_names()
+    assert [t["name"] for t in anthropic_tools()] == tool_names()
+
+
+@pytest.mark.parametrize("include_agent_id", [True, False])
+def test_schemas_are_valid_json_schema_with_described_arguments(include_agent_id: bool) -> None:
+    for tool in anthropic_tools(include_agent_id=include_agent_id):
+        assert NAME_RULE.match(tool["name"])
+        assert len(tool["description"]) >= 80  # enough for a model to choose well
+        schema = tool["input_schema"]
+        jsonschema.Draft202012Validator.check_schema(schema)
+        jsonschema.Draft7Validator.check_schema(schema)
+        assert schema["type"] == "object"
+        assert schema["additionalProperties"] is False
+        assert set(schema.get("required", [])) <= set(schema["properties"])
+        for name, prop in schema["properties"].items():
+            assert prop.get("description"), f"{tool['name']}.{name} has no description"
+        assert ("agent_id" in schema["properties"]) is include_agent_id
+
+
+def test_openai_format_exactly() -> None:
+    for chat, responses, anthropic in zip(
+        openai_tools(), openai_tools(api="responses"), anthropic_tools(), strict=True
+    ):
+        assert set(chat) == {"type", "function"} and chat["type"] == "function"
+        assert set(chat["function"]) == {"name", "description", "parameters"}
+        assert chat["function"]["parameters"] == anthropic["input_schema"]
+        assert set(responses) == {"type", "name", "description", "parameters"}
+        assert responses["type"] == "function"
+        assert responses["parameters"] == anthropic["input_schema"]
+        json.dumps(chat)  # what the SDKs send must be plain JSON
+    with pytest.raises(InvalidInputError, match="api"):
+        openai_tools(api="assistants")
+
+
+def test_anthropic_format_exactly() -> None:
+    for tool in anthropic_tools():
+        assert set(tool) == {"name", "description", "input_schema"}
+
+
+def test_schemas_accept_what_call_tool_accepts_and_refuse_the_rest() -> None:
+    by_name = {t["name"]: t["input_schema"] for t in anthropic_tools()}
+    good = {
+        "remember": {"messages": [{"role": "user", "content": "hi",
+                                   "timestamp": "2026-11-24T09:30:00Z"}]},
+        "recall": {"keywords": ["JWT"], "depth": 2, "entry": "both", "agent_id": "bot"},
+        "stats": {},
+        "sparql": {"query": "ASK { ?s ?p ?o }"},
+    }
+    bad = {
+        "remember": {"messages": [{"role": "robot", "content": "hi"}]},
+        "recall": {"keywords": "JWT"},
+        "stats": {"verbose": True},
+        "sparql": {},
+    }
+    for name in NAMES:
+        jsonschema.validate(good[name], by_name[name])
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad[name], by_name[name])
+
+
+def test_schema_functions_return_fresh_copies() -> None:
+    anthropic_tools()[1]["input_schema"]["properties"].clear()
+    assert "keywords" in anthropic_tools()[1]["input_schema"]["properties"]
+
+
+# -- call_tool ----------------------------------------------------------------------------------
+
+
+def test_call_tool_with_dict_and_json_string_arguments(mem: MemoryManager) -> None:
+    ack = json.loads(call_tool(mem, "remember", {"messages": [
+        {"role": "user", "content": "We deploy with JWT tokens"}]}))
+    assert ack == {"status": "accepted", "agent_id": "agent", "messages": 1}
+    as_string = json.dumps({"messages": [{"role": "user", "content": "Coffee without sugar"}]})
+    assert json.loads(call_tool(mem, "remember", as_string))["messages"] == 1
+    assert mem.wait_idle(timeout=30)
+    assert call_tool(mem, "recall", {"keywords": ["JWT"]}) == mem.recall(["JWT"])
+    assert "JWT" in call_tool(mem, "recall", '{"keywords": ["JWT"], "depth": 3}')
+    assert call_tool(mem, "recall", b'{"keywords": ["Coffee"]}') == mem.recall(["Coffee"])
+    assert call_tool(mem, "recall", {"keywords": ["nowhere-to-be-found"]}) == NOTHING_RECALLED
+    stats = json.loads(call_tool(mem, "stats", ""))
+    assert stats["nodes"] == 2 and stats["agent_id"] == "agent"
+    assert json.loads(call_tool(mem, "stats", None)) == json.loads(call_tool(mem, "stats", "{}"))
+
+
+def test_sparql_results_are_json(mem: MemoryManager) -> None:
+    call_tool(mem, "remember", {"messages": [{"role": "user", "content": "JWT | PostgreSQL"}]})
+    assert mem.wait_idle(timeout=30)
+    rows = json.loads(call_tool(mem, "sparql", {
+        "query": "SELECT ?c ?t WHERE { ?n memory:content ?c ; memory:createdAt ?t } ORDER BY ?c"}))
+    assert [r["c"] for r in rows] == ["JWT", "PostgreSQL"]
+    assert all(re.match(r"\d{4}-\d\d-\d\dT", r["t"]) for r in rows)  # datetimes as ISO 8601
+    assert json.loads(call_tool(mem, "sparql", {"query": "ASK { ?n a memory:Node }"})) is True
+    triples = json.loads(call_tool(mem, "sparql", {
+        "query": "CONSTRUCT { ?n memory:content ?c } WHERE { ?n memory:content ?c }"}))
+    assert sorted(t[2] for t in triples) == ["JWT", "PostgreSQL"]
+    with pytest.raises(SparqlError):
+        call_tool(mem, "sparql", {"query": "SELEC nothing"})
+
+
+def test_optional_arguments_given_as_null_count_as_left_out(mem: MemoryManager) -> None:
+    call_tool(mem, "remember", {"messages": [{"role": "user", "content": "JWT"}]})
+    assert mem.wait_idle(timeout=30)
+    args = {"keywords": ["JWT"], "relations": None, "depth": None, "entry": None}
+    assert call_tool(mem, "recall", args) == mem.recall(["JWT"])
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "error", "message"),
+    [
+        ("dream", {}, InvalidInputError, "unknown tool 'dream'"),
+        ("recall", {"keyword": ["x"]}, InvalidInputError, "unknown argument 'keyword'"),
+        ("recall", {}, InvalidInputError, "needs the argument keywords"),
+        ("recall", '{"keywords": [', InvalidInputError, "not valid JSON"),
+        ("recall", '["x"]', InvalidTypeError, "must be a JSON object"),
+        ("recall", {"keywords": "JWT"}, InvalidTypeError, "not a bare str"),
+        ("recall", {"keywords": ["x"], "depth": -1}, InvalidInputError, "depth"),
+        ("recall", {"keywords": ["x"], "depth": "2"}, InvalidTypeError, "depth"),
+        ("recall", {"keywords": ["x"], "entry": "everywhere"}, InvalidInputError, "entry"),
+        ("remember", {"messages": []}, InvalidInputError, "must not be empty"),
+        ("remember", {"messages": [{"role": "robot", "content": "hi"}]}, InvalidInputError,
+         "role"),
+        ("remember", {"messages": "hi"}, InvalidTypeError, "messages"),
+        ("sparql", {"query": "DELETE WHERE { ?s ?p ?o }"}, UpdateRefusedError, "refused"),
+    ],
+)
+def test_bad_calls_raise_clear_errors_and_store_nothing(
+    mem: MemoryManager, name: str, arguments: object, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        call_tool(mem, name, arguments)  # type: ignore[arg-type]
+    stats = mem.stats()
+    assert stats["nodes"] == 0 and stats["pending_tasks"] == 0
+    assert mem.journal.count("pending") == 0
+
+
+def test_system_routes_by_agent_id_and_manager_refuses_another(
+    data_dir: Path, model: ScriptedModel, make_manager: Callable[..., MemoryManager]
+) -> None:
+    with MemorySystem(data_dir=data_dir, model=model, config=FAST) as system:
+        call_tool(system, "remember", {"messages": [{"role": "user", "content": "alpha"}]})
+        call_tool(system, "remember", {"messages": [{"role": "user", "content": "beta"}],
+                                       "agent_id": "bob"})
+        call_tool(system, "remember", '{"messages": [{"role": "user", "content": "gamma"}]}',
+                  default_agent="carol")
+        for agent in ("default", "bob", "carol"):
+            assert system.agent(agent).wait_idle(timeout=30)
+        assert call_tool(system, "recall", {"keywords": []}) == "[记忆] alpha"
+        assert call_tool(system, "recall", {"keywords": [], "agent_id": "bob"}) == \
+            "[记忆] beta"
+        assert "gamma" in call_tool(system, "recall", {"keywords": []}, default_agent="carol")
+        with pytest.raises(InvalidInputError, match="agent_id"):
+            call_tool(system, "stats", {"agent_id": "../etc"})
+        with pytest.raises(InvalidTypeError, match="agent_id"):
+            call_tool(system, "stats", {"agent_id": 7})
+    mem = make_manager("solo")
+    assert json.loads(call_tool(mem, "stats", {"agent_id": "solo"}))["agent_id"] == "solo"
+    with pytest.raises(InvalidInputError, match="serve agent 'solo'"):
+        call_tool(mem, "stats", {"agent_id": "other"})
+    with pytest.raises(InvalidTypeError, match="MemorySystem or a MemoryManager"):
+        call_tool("solo", "stats", {})  # type: ignore[arg-type]
