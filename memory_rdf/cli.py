@@ -29,7 +29,7 @@ from rich.text import Text
 
 from memory_rdf import __version__, _graphview
 from memory_rdf import _vocab as V
-from memory_rdf._config import Config
+from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import (
     InvalidInputError,
     InvalidTypeError,
