@@ -51,6 +51,7 @@ class CallStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
+    last_error: str = ""  # the reason of the latest failed attempt ("" = none yet)
 
     def add(self, other: CallStats) -> None:
         self.calls += other.calls
@@ -62,6 +63,8 @@ class CallStats:
         self.completion_tokens += other.completion_tokens
         for k, v in other.by_task.items():
             self.by_task[k] = self.by_task.get(k, 0) + v
+        if other.last_error:
+            self.last_error = other.last_error
 
 
 def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
@@ -72,11 +75,13 @@ def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
     before = thread_usage()
     try:
         return fn()
-    except PermanentModelError:
+    except PermanentModelError as exc:
         stats.failures += 1
+        stats.last_error = f"{label}(): {exc}"
         raise
     except Exception as exc:
         stats.failures += 1
+        stats.last_error = f"{label}(): {type(exc).__name__}: {exc}"
         if isinstance(exc, ModelError):
             raise
         raise ModelError(f"small model {label}() failed: {type(exc).__name__}: {exc}") from exc

@@ -378,6 +378,10 @@ class Compressor:
         after = count - len(victims) + incoming
         batch.after_commit(lambda: setattr(self, "_pool", after))
 
+    def recount(self) -> None:
+        """Nodes were forgotten outside a slice (forget on request): count again when needed."""
+        self._pool = None
+
     def _pool_count(self) -> int:
         if self._pool is None:
             self._pool = self.nodes.count()

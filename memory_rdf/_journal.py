@@ -8,6 +8,7 @@ the journal (processed at the next ``initialize()``) or the whole memory in the 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -28,6 +29,7 @@ class JournalTask:
     attempts: int = 0
     error: str = ""
     accepted_at: datetime | None = None
+    said_at: datetime | None = None  # earliest message timestamp → the nodes' saidAt (§5.6)
 
 
 def task_ref(task_id: str) -> Term:
@@ -39,10 +41,10 @@ class Journal:
         self._store = store
         self._seq = int(store.scalar(render("journal_last_seq"), 0))
 
-    def add(self, text: str) -> JournalTask:
+    def add(self, text: str, said_at: datetime | None = None) -> JournalTask:
         """Write a pending task durably (one update) and return it."""
         self._seq += 1
-        task = JournalTask(uuid.uuid4().hex, self._seq, text, "pending", 0, "", _now())
+        task = JournalTask(uuid.uuid4().hex, self._seq, text, "pending", 0, "", _now(), said_at)
         batch = WriteBatch()
         batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
         self._store.commit(batch)
@@ -61,6 +63,8 @@ class Journal:
             out.append(triple(t, V.m("acceptedAt"), lit(task.accepted_at)))
         if task.error:
             out.append(triple(t, V.m("lastError"), lit(task.error)))
+        if task.said_at is not None:
+            out.append(triple(t, V.m("taskSaidAt"), lit(task.said_at)))
         return out
 
     def remove(self, batch: WriteBatch, task_id: str) -> None:
@@ -87,11 +91,34 @@ class Journal:
         batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
         self._store.commit(batch)
 
+    def cut_texts(self, batch: WriteBatch, texts: Sequence[str]) -> int:
+        """Add to ``batch``: every failed task's text with each of ``texts`` cut out (a
+        message left empty is dropped, and a task left with no message) — forget(purge=True)
+        leaves none of a forgotten text in the journal (SPEC §5.6). Pending tasks are not
+        touched: forget runs after every remember accepted before it, so a pending one was
+        accepted after the forget and remembers its text anew. Returns how many changed."""
+        changed = 0
+        needles = [t for t in texts if t]
+        for task in self.tasks("failed"):
+            text = task.text
+            for needle in needles:
+                text = text.replace(needle, "")
+            if text == task.text:
+                continue
+            changed += 1
+            self.remove(batch, task.id)
+            # one "role: content" line per message (SPEC §4): drop the lines left empty
+            lines = [ln for ln in text.split("\n") if ln.partition(": ")[2].strip()]
+            if lines:
+                task.text = "\n".join(lines)
+                batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
+        return changed
+
     def tasks(self, status: str | None = None) -> list[JournalTask]:
         rows = self._store.rows(render("journal_tasks"))
         out = [
-            JournalTask(t[len(V.TASK):], seq, text, st, att, err or "", at)
-            for t, seq, text, st, att, err, at in rows
+            JournalTask(t[len(V.TASK):], seq, text, st, att, err or "", at, said)
+            for t, seq, text, st, att, err, at, said in rows
         ]
         return [t for t in out if status is None or t.status == status]
 

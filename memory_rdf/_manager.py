@@ -7,15 +7,17 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence, Set
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
+from memory_rdf import _vocab as V
 from memory_rdf._calls import Backoff, CallStats, apply_model_timeout, backoff_delay
-from memory_rdf._compression import Compressor
+from memory_rdf._compression import Compressor, forget_ops
 from memory_rdf._config import Config
 from memory_rdf._exceptions import (
     InvalidInputError,
@@ -26,15 +28,56 @@ from memory_rdf._exceptions import (
 from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import LinkStore
+from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._remember import Rememberer, SegmentationFailed
 from memory_rdf._scheduler import Scheduler, Task
 from memory_rdf._search import Searcher, Seed
-from memory_rdf._store import AgentStore
-from memory_rdf._types import SmallModel, coerce_messages, messages_to_text
+from memory_rdf._store import AgentStore, WriteBatch, node_ref, triple
+from memory_rdf._types import (
+    SmallModel,
+    coerce_messages,
+    messages_to_text,
+    parse_time,
+    said_at,
+)
 
 _AGENT_ID_CHARS = re.compile(r"^[\w.-]+$")
 ENTRIES = ("focus", "keywords", "both")
+T = TypeVar("T")
+#: A node id as forget() takes it: the hex id, or its ``node:`` IRI.
+_NODE_ID = re.compile(r"^[0-9A-Za-z_-]{1,128}$")
+
+
+def _window(since: object, until: object) -> Window | None:
+    """``since`` / ``until`` of SPEC §5.6 as UTC datetimes (None when neither is given)."""
+    if since is None and until is None:
+        return None
+    start = None if since is None else parse_time(since, "since")
+    end = None if until is None else parse_time(until, "until")
+    if start is not None and end is not None and start >= end:
+        raise InvalidInputError(f"since ({since}) must be earlier than until ({until})")
+    return Window(start, end)
+
+
+def _node_ids(ids: object) -> list[str]:
+    """forget()'s ``ids``: a list (or tuple, set) of node id strings, de-duplicated in order."""
+    if isinstance(ids, str | bytes) or not isinstance(ids, Sequence | Set):
+        raise InvalidTypeError(
+            f"ids must be a list of node id strings (not a bare str), got {type(ids).__name__}"
+        )
+    out: list[str] = []
+    for i in ids:
+        if not isinstance(i, str):
+            raise InvalidTypeError(f"ids must contain str, got {type(i).__name__}")
+        nid = i.strip()
+        for prefix in (V.NODE, "node:"):
+            if nid.startswith(prefix):
+                nid = nid[len(prefix):]
+        if not _NODE_ID.match(nid):
+            raise InvalidInputError(f"{i!r} is not a memory id (ids look like 0193f1c2…, hex)")
+        out.append(nid)
+    return list(dict.fromkeys(out))
 
 
 def validate_agent_id(agent_id: object) -> str:
@@ -194,6 +237,7 @@ class MemoryManager:
                 self.journal = Journal(store)
                 self.metadata = Metadata(store, self.agent_id)
                 self.searcher = Searcher(self.nodes, self.links, cfg.templates, store)
+                self._listing = Listing(store, cfg.link_break_threshold)
                 fallback = HeuristicModel()
                 self.compressor = Compressor(
                     store=store, nodes=self.nodes, links=self.links, focus=self.focus,
@@ -272,7 +316,7 @@ class MemoryManager:
         with self._lock, scheduler.lock:
             self._check_open()
             scheduler.check_room(self.agent_id, self.config.max_queue_size)
-            task = self.journal.add(text)
+            task = self.journal.add(text, said_at(msgs))
             self._submit_remember(task)
 
     def _submit_remember(self, jtask: JournalTask) -> None:
@@ -310,20 +354,51 @@ class MemoryManager:
         depth: int | None = None,
         timeout: float | None = None,
         entry: str = "focus",
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> str:
-        """Recall memories that match ``keywords`` (SPEC §5.4, §5.5).
+        """Recall memories that match ``keywords`` (SPEC §5.4, §5.5, §5.6).
 
         ``entry="focus"`` (default) walks from the focus only; ``"keywords"`` starts from the
         nodes whose index terms best match the keywords (BM25 over ``memory:term``);
-        ``"both"`` uses both kinds of seeds. Blocks until the agent's earlier tasks ran
-        (per-agent FIFO) and returns plain text.
+        ``"both"`` uses both kinds of seeds. ``since`` / ``until`` (a ``datetime`` or an ISO
+        8601 string, naive = UTC) keep only results said (``memory:saidAt``) or, without a
+        said time, created in ``[since, until)``; nodes outside the range are still walked
+        through. Blocks until the agent's earlier tasks ran (per-agent FIFO: also behind a
+        remember still waiting on the small model) and returns plain text.
+
+        Raises:
+            TypeError, ValueError: bad arguments (nothing is queued).
+            TimeoutError: no result within ``timeout`` seconds (the message says what the
+                recall was waiting behind).
+            QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
-        future = self.recall_async(keywords, relations, depth, entry=entry)
+        future = self.recall_async(
+            keywords, relations, depth, entry=entry, since=since, until=until
+        )
+        return self._result(future, timeout, "recall")
+
+    def _result(self, future: Future[T], timeout: float | None, what: str) -> T:
+        """Wait for a queued task's result; on timeout, cancel it and say what it waited for."""
         try:
             return future.result(timeout)
         except FutureTimeout:
             future.cancel()
-            raise TimeoutError(f"recall on agent {self.agent_id!r} timed out") from None
+            raise TimeoutError(
+                f"{what} on agent {self.agent_id!r} timed out{self._waiting_behind()}"
+            ) from None
+
+    def _waiting_behind(self) -> str:
+        """Why a task of this agent may be waiting: remembers stuck on the small model."""
+        waiting = self._system.scheduler.remembers_waiting(self.agent_id)
+        if not waiting:
+            return ""
+        last = self.rememberer.stats.last_error if self._initialized else ""
+        return (
+            f" behind {waiting} remember(s) still waiting on the small model"
+            + (f" (last error: {last})" if last else "")
+        )
 
     def recall_async(
         self,
@@ -332,13 +407,18 @@ class MemoryManager:
         depth: int | None = None,
         timeout: float | None = None,
         entry: str = "focus",
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> Future[str]:
+        """:meth:`recall` without blocking: a future of its text."""
         args = self._recall_args(keywords, relations, depth, entry)
+        window = _window(since, until)
         self._check_open()
         future: Future[str] = Future()
 
         def start() -> Generator[Backoff, None, str]:
-            return self._recall_now(*args)
+            return self._recall_now(*args, window=window)
             yield  # pragma: no cover  (makes this a generator)
 
         self._system.scheduler.submit(
@@ -353,8 +433,14 @@ class MemoryManager:
         depth: int | None = None,
         timeout: float | None = None,
         entry: str = "focus",
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
     ) -> str:
-        future = self.recall_async(keywords, relations, depth, entry=entry)
+        """:meth:`recall` for asyncio code."""
+        future = self.recall_async(
+            keywords, relations, depth, entry=entry, since=since, until=until
+        )
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
     def _recall_args(
@@ -397,7 +483,8 @@ class MemoryManager:
         return kws, rels, depth, str(entry)
 
     def _recall_now(
-        self, keywords: list[str], relations: list[str] | None, depth: int, entry: str
+        self, keywords: list[str], relations: list[str] | None, depth: int, entry: str,
+        *, window: Window | None = None,
     ) -> str:
         """Seed the walk (SPEC §5.4 step 2, §5.5) and run it.
 
@@ -420,8 +507,124 @@ class MemoryManager:
                 generation=self.metadata.node_sequence,
             )
         return self.searcher.recall(
-            seeds, keywords, relations, depth, self.config.max_search_results
+            seeds, keywords, relations, depth, self.config.max_search_results, window=window
         )
+
+    # -- listing and forgetting on request (SPEC §5.6) -------------------------------------------
+
+    def memories(
+        self,
+        keywords: Sequence[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = 100,
+        offset: int = 0,
+        *,
+        timeout: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """The agent's memories, newest first (SPEC §5.6).
+
+        Each is a dict: ``id``, ``content``, ``phrase``, ``keywords`` (sorted), ``created_at``
+        and ``said_at`` (aware UTC ``datetime``; ``said_at`` is None when the messages carried
+        no timestamp), ``scan_count``, ``original_length``, ``importance`` (the sum of its
+        live links' strengths, SPEC §5.2) and ``in_focus``. "Newest" is the said time where
+        known, else the creation time. ``keywords`` keeps the nodes that match one of them
+        as recall matches (a case-insensitive substring of the content or of a keyword);
+        ``since`` / ``until`` (``datetime`` or ISO 8601 string, naive = UTC) keep those said
+        or created in ``[since, until)``; ``limit`` (None = all) and ``offset`` page.
+        Runs after the agent's earlier tasks (per-agent FIFO), so it sees earlier remembers.
+
+        >>> import tempfile
+        >>> with MemoryManager("doc", data_dir=tempfile.mkdtemp()) as mem:
+        ...     mem.remember([{"role": "user", "content": "My cat is called Miso",
+        ...                    "timestamp": "2024-05-01T09:30:00Z"}])
+        ...     [(m["content"], m["said_at"].isoformat()) for m in mem.memories(["cat"])]
+        [('user: My cat is called Miso', '2024-05-01T09:30:00+00:00')]
+
+        Raises:
+            TypeError, ValueError: bad arguments (nothing is queued).
+            TimeoutError: not done within ``timeout`` seconds.
+            QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
+        """
+        kws = None if keywords is None else self._recall_args(keywords, None, 0, "focus")[0]
+        window = _window(since, until)
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int)
+        ):
+            raise InvalidTypeError(f"limit must be an int or None, got {type(limit).__name__}")
+        if limit is not None and limit < 1:
+            raise InvalidInputError(f"limit must be >= 1 (or None for all), got {limit}")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidTypeError(f"offset must be an int, got {type(offset).__name__}")
+        if offset < 0:
+            raise InvalidInputError(f"offset must be >= 0, got {offset}")
+        self._check_open()
+
+        def start() -> Generator[Backoff, None, list[dict[str, Any]]]:
+            return self._listing.page(kws or None, window, limit, offset)
+            yield  # pragma: no cover  (makes this a generator)
+
+        future: Future[list[dict[str, Any]]] = Future()
+        self._system.scheduler.submit(
+            self.agent_id, Task("memories", start, future=future), self.config.max_queue_size
+        )
+        return self._result(future, timeout, "memories")
+
+    def forget(
+        self, ids: Sequence[str], purge: bool = False, *, timeout: float | None = None
+    ) -> int:
+        """Forget the given memories on request; returns how many were forgotten (SPEC §5.6).
+
+        Each node goes exactly as compression forgets it (SPEC §5.2): its triples and the
+        links out of it; links *into* it from other nodes stay, dangling, so the agent still
+        knows it once knew something, but nothing of the text. A forgotten node leaves the
+        focus. Unknown ids (never existed, or already forgotten) are ignored and not counted.
+        Queued behind the agent's earlier tasks (per-agent FIFO), so a remember made before
+        is there to forget.
+
+        ``purge=True`` also erases the bytes: when ``forget`` returns, the forgotten texts
+        are in no file of the agent's store directory and in no journalled remember task
+        (the store is rewritten into a fresh directory and swapped in; RocksDB keeps deleted
+        values in its files and logs until then, and Oxigraph never deletes a string from
+        its dictionary). That costs a copy of the whole store: use it for erasure requests,
+        not routinely.
+
+        Raises:
+            TypeError, ValueError: ``ids`` is not a list of node id strings, or ``purge`` not
+                a bool (nothing is queued).
+            TimeoutError: not done within ``timeout`` seconds.
+            QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
+        """
+        wanted = _node_ids(ids)
+        if not isinstance(purge, bool):
+            raise InvalidTypeError(f"purge must be a bool, got {type(purge).__name__}")
+        self._check_open()
+
+        def start() -> Generator[Backoff, None, int]:
+            return self._forget_now(wanted, purge)
+            yield  # pragma: no cover  (makes this a generator)
+
+        future: Future[int] = Future()
+        self._system.scheduler.submit(
+            self.agent_id, Task("forget", start, future=future), self.config.max_queue_size
+        )
+        return self._result(future, timeout, "forget")
+
+    def _forget_now(self, ids: list[str], purge: bool) -> int:
+        store = self._check_open()
+        found = self.nodes.existing(ids)
+        if found:
+            batch = WriteBatch()
+            for nid in found:
+                forget_ops(batch, nid)
+                batch.delete([triple(V.FOCUS, V.MEMBER, node_ref(nid))])
+            if purge:
+                self.journal.cut_texts(batch, list(found.values()))
+            batch.after_commit(self.compressor.recount)
+            store.commit(batch)
+        if purge:
+            store.rewrite()
+        return len(found)
 
     # -- compression ---------------------------------------------------------------------------
 

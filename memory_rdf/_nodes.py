@@ -31,6 +31,7 @@ class NodeData:
     seq: int  # creation sequence number of the agent (orders scans, SPEC §5.3)
     scan_count: int = 0
     terms: list[str] = field(default_factory=list)
+    said_at: datetime | None = None  # SPEC §5.6: earliest timestamp of the remember's messages
 
 
 def node_triples(node: NodeData) -> list[str]:
@@ -44,6 +45,8 @@ def node_triples(node: NodeData) -> list[str]:
         triple(s, V.SCAN_ORDER, lit(V.scan_key(node.scan_count, node.seq))),
         triple(s, V.ORIGINAL_LENGTH, lit(node.original_length)),
     ]
+    if node.said_at is not None:
+        out.append(triple(s, V.SAID_AT, lit(node.said_at)))
     out.extend(triple(s, V.KEYWORD, lit(k)) for k in dict.fromkeys(node.keywords))
     if node.terms:
         out.extend(triple(s, V.TERM, lit(t)) for t in node.terms)
@@ -68,6 +71,15 @@ class NodeStore:
             query = render("node_texts", nodes=[node_ref(i) for i in part])
             for iri, content, phrase in self._store.rows(query):
                 out[node_id(iri)] = (content, phrase)
+        return out
+
+    def existing(self, ids: Sequence[str]) -> dict[str, str]:
+        """``id → content`` of those of ``ids`` that are memory nodes now."""
+        out: dict[str, str] = {}
+        for part in chunks(ids):
+            query = render("existing_nodes", nodes=[node_ref(i) for i in part])
+            for iri, content in self._store.rows(query):
+                out[node_id(iri)] = content
         return out
 
     def matching(self, ids: Sequence[str], keywords: Sequence[str]) -> set[str]:
@@ -101,4 +113,5 @@ class NodeStore:
             seq=int(one("scanOrder")) & ((1 << V.SEQ_BITS) - 1),  # type: ignore[call-overload]
             scan_count=int(one("scanCount")),  # type: ignore[call-overload]
             terms=sorted(str(t) for t in props.get(V.MEMORY + "term", [])),
+            said_at=one("saidAt"),  # type: ignore[arg-type]
         )

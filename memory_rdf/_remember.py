@@ -212,7 +212,7 @@ class Rememberer:
             self.nodes.add(
                 batch,
                 NodeData(nid, p.content, p.phrase, p.keywords, created, len(p.content), seq,
-                         0, terms),
+                         0, terms, task.said_at),
             )
         links: list[LinkData] = []
         w = cfg.link_initial_strength

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memory_rdf")
 
+#: Tasks a caller waits for: a compression slice ends early for them (SPEC §5.3).
+USER_KINDS = ("remember", "recall", "memories", "forget")
+
 #: Recalls whose queue wait is kept per agent (for stats()["recall_queue_wait_ms"]).
 RECENT_WAITS = 1000
 
@@ -34,7 +37,7 @@ RECENT_WAITS = 1000
 class Task:
     """A unit of work for one agent. ``start()`` makes the generator; the scheduler steps it."""
 
-    kind: str  # "remember" | "recall" | "slice"
+    kind: str  # "remember" | "recall" | "memories" | "forget" | "slice"
     start: Callable[[], Generator[Backoff, None, Any]]
     future: Future[Any] | None = None
     counted: bool = True  # counts toward max_queue_size
@@ -43,6 +46,7 @@ class Task:
     attempts: int = 0  # failed segmentation attempts (remember only)
     on_error: Callable[[BaseException, Task], bool] | None = None  # True: requeued, keep
     enqueued: float = 0.0  # time.monotonic() when submitted
+    seq: int = 0  # submission order within the scheduler (kept when a remember is requeued)
 
 
 @dataclass(eq=False)
@@ -69,6 +73,7 @@ class Scheduler:
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._started = False
+        self._submitted = 0
 
     # -- registration --------------------------------------------------------------------------
 
@@ -134,6 +139,8 @@ class Scheduler:
             if limit is not None and task.counted:
                 self.check_room(agent_id, limit)
             task.enqueued = time.monotonic()
+            self._submitted += 1
+            task.seq = self._submitted
             if front:
                 slot.queue.appendleft(task)
             else:
@@ -173,6 +180,15 @@ class Scheduler:
                 return 0
             running = slot.running is not None and slot.running.kind != "auto"
             return len(slot.queue) + (1 if running and slot.running not in slot.queue else 0)
+
+    def remembers_waiting(self, agent_id: str) -> int:
+        """Remembers of the agent queued and waiting out a model backoff right now."""
+        now = time.monotonic()
+        with self._cv:
+            slot = self._agents.get(agent_id)
+            if slot is None:
+                return 0
+            return sum(1 for t in slot.queue if t.kind == "remember" and t.not_before > now)
 
     def recall_waits(self, agent_id: str) -> list[float]:
         """Seconds the agent's recent recalls waited in its queue (behind its earlier tasks and
@@ -251,12 +267,30 @@ class Scheduler:
     @staticmethod
     def _ready(slot: AgentSlot, now: float) -> Task | None:
         """The agent's next runnable user task: FIFO, except that a remember sent back to the
-        tail after a segmentation failure lets later tasks pass while it waits (SPEC §5.1).
-        A task suspended mid-way (waiting out a backoff) blocks the tasks behind it."""
+        tail after a segmentation failure lets later *remembers* pass while it waits (SPEC
+        §5.1). Reads and forgets (recall, memories, forget) still wait behind every remember
+        submitted before them, so a recall sees what was remembered before it and a forget
+        finds the nodes it names (per-agent FIFO, SPEC §4) — within the caller's timeout.
+        A task suspended mid-way (waiting out a backoff) blocks the tasks behind it.
+        A recall given up by its caller (timed out, cancelled) is dropped unstarted."""
         if slot.running is not None or slot.stopping:
             return None
+        dropped = [
+            t for t in slot.queue
+            if t.gen is None and t.future is not None and t.future.cancelled()
+        ]
+        for task in dropped:
+            slot.queue.remove(task)
+        earliest_remember = min(
+            (t.seq for t in slot.queue if t.kind == "remember"), default=None
+        )
         for task in slot.queue:
-            if task.not_before <= now:
+            blocked = (
+                task.kind != "remember"
+                and earliest_remember is not None
+                and earliest_remember < task.seq
+            )
+            if task.not_before <= now and not blocked:
                 return task
             if task.gen is not None:
                 return None
@@ -310,7 +344,7 @@ class Scheduler:
     def _user_waiting_locked(self, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
         return any(
-            t.kind in ("remember", "recall") and t is not s.running and t.not_before <= now
+            t.kind in USER_KINDS and t is not s.running and t.not_before <= now
             for s in self._agents.values()
             for t in s.queue
         )

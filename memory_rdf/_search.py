@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from memory_rdf._config import Templates
 from memory_rdf._links import LinkStore, by_strength
+from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._resources import query_text
 from memory_rdf._store import AgentStore, lit, node_id, render
@@ -178,6 +179,7 @@ class Searcher:
         # The keyword entry reads the term index itself; by default through the node store's
         # agent store (the same store, the same thread).
         self._store: AgentStore = store if store is not None else nodes._store
+        self._listing = Listing(self._store, 0.0)
         self._stats: CollectionStats | None = None
         self._frequent_df: dict[str, int] = {}
 
@@ -311,11 +313,17 @@ class Searcher:
         relations: Sequence[str] | None,
         depth: int,
         limit: int,
+        *,
+        window: Window | None = None,
     ) -> str:
         if not seeds:
             return ""
         graph = self.fetch(seeds, depth, relations)
         matches = self._nodes.matching(graph.reached, keywords) if keywords else None
+        if window is not None:
+            # SPEC §5.6: nodes outside [since, until) are walked through, never returned.
+            timely = self._listing.in_window(graph.reached, window)
+            matches = timely if matches is None else matches & timely
         hits = walk(seeds, graph.adjacency, matches, depth, limit)
         return self.render([h.node for h in hits], relations, graph)
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import re
+import shutil
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -316,6 +318,7 @@ class AgentStore:
             elif read_only:
                 self._store = ox.Store.read_only(str(path))
             else:
+                _finish_rewrite(path)
                 path.mkdir(parents=True, exist_ok=True)
                 self._store = ox.Store(str(path))
         except OSError as exc:
@@ -390,6 +393,54 @@ class AgentStore:
         self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
         self._optimizer.start()
         return True
+
+    def rewrite(self) -> None:
+        """Copy the store's current contents into a fresh directory and swap it in, so that
+        nothing deleted before survives in any file (forget(purge=True), SPEC §5.6).
+
+        Measured on pyoxigraph 0.5.13: a deleted literal stays in the store's files after
+        ``flush()``, ``optimize()`` and even ``clear()`` (Oxigraph never deletes a string from
+        its dictionary, and RocksDB recycles write-ahead log files without wiping them); only
+        a store that never held it is free of it. Crash-safe: the copy is complete and closed
+        before two directory renames (``{agent}`` → ``{agent}~old``, ``{agent}~new`` →
+        ``{agent}``); an interrupted swap is finished by the next open. The RocksDB lock is
+        released for the few milliseconds of the swap.
+        """
+        if self.path is None or self.read_only:
+            return
+        path = self.path
+        new, old = _rewrite_dirs(path)
+        with self._write_lock:
+            if self._optimizer is not None:
+                self._optimizer.join()
+                self._optimizer = None
+            try:
+                for leftover in (new, old):
+                    if leftover.exists():
+                        shutil.rmtree(leftover)
+                data = self.store.dump(format=ox.RdfFormat.N_QUADS)
+                fresh = ox.Store(str(new))
+                if data:
+                    fresh.bulk_load(data, format=ox.RdfFormat.N_QUADS)
+                fresh.flush()
+                del fresh, data
+                for extra in path.iterdir():  # files of ours (not RocksDB's) move along
+                    if extra.is_file() and not _ROCKSDB_FILE.match(extra.name):
+                        shutil.copy2(extra, new / extra.name)
+                self.store.flush()
+                self._store = None
+                gc.collect()  # the last reference going away releases the lock (SPEC §7)
+                os.rename(path, old)
+                os.rename(new, path)
+                self._store = ox.Store(str(path))
+                shutil.rmtree(old)
+            except OSError as exc:
+                if self._store is None and path.exists():
+                    with contextlib.suppress(OSError):
+                        self._store = ox.Store(str(path))
+                raise StoreError(f"cannot rewrite the memory store {path}: {exc}") from exc
+            self._commits_since_optimize = 0
+            self._unflushed = 0
 
     def bulk_load_nquads(self, path: Path) -> None:
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
@@ -532,6 +583,30 @@ class AgentStore:
         data = self.store.dump(**kwargs)
         assert data is not None
         return data
+
+
+#: Files RocksDB makes in a store directory (anything else there is ours and kept by rewrite).
+_ROCKSDB_FILE = re.compile(
+    r"^(?:\d+\.(?:sst|log|blob)|CURRENT|IDENTITY|LOCK|LOG(?:\.old\.\d+)?|"
+    r"MANIFEST-\d+|OPTIONS-\d+(?:\.dbtmp)?)$"
+)
+
+
+def _rewrite_dirs(path: Path) -> tuple[Path, Path]:
+    """Where :meth:`AgentStore.rewrite` builds the fresh copy and parks the old directory.
+    ``~`` is not allowed in agent ids, so neither can be taken for an agent's store."""
+    return path.with_name(path.name + "~new"), path.with_name(path.name + "~old")
+
+
+def _finish_rewrite(path: Path) -> None:
+    """Complete or undo a :meth:`AgentStore.rewrite` that a crash interrupted."""
+    new, old = _rewrite_dirs(path)
+    if not path.exists() and old.exists() and new.exists():
+        os.rename(new, path)  # the copy was complete before the first rename
+    if path.exists():
+        for leftover in (new, old):
+            if leftover.exists():
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 @lru_cache(maxsize=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
@@ -14,7 +14,12 @@ ROLES = ("user", "assistant", "system")
 
 @dataclass(frozen=True)
 class Message:
-    """One chat message. ``role`` is "user", "assistant" or "system"; ``content`` is non-blank."""
+    """One chat message. ``role`` is "user", "assistant" or "system"; ``content`` is non-blank.
+
+    ``timestamp`` (optional) says when the message was said: a ``datetime`` or an ISO 8601
+    string, naive = UTC. The nodes a remember creates carry the earliest timestamp of its
+    messages as ``memory:saidAt`` (SPEC §5.6).
+    """
 
     role: str
     content: str
@@ -32,11 +37,8 @@ class Message:
         if not self.content.strip():
             raise InvalidInputError("message content must not be blank")
         _check_encodable(self.content, "message content")
-        if self.timestamp is not None and not isinstance(self.timestamp, datetime | str):
-            raise InvalidTypeError(
-                "message timestamp must be a datetime, a str or None, "
-                f"got {type(self.timestamp).__name__}"
-            )
+        if self.timestamp is not None:
+            parse_time(self.timestamp, "message timestamp")
 
 
 @dataclass
@@ -90,6 +92,38 @@ def coerce_messages(messages: object) -> list[Message]:
                 f"messages[{i}] must be a Message or a mapping, got {type(m).__name__}"
             )
     return out
+
+
+def parse_time(value: object, what: str) -> datetime:
+    """A ``datetime`` or ISO 8601 string as an aware UTC ``datetime`` (naive = UTC).
+
+    Raises :class:`InvalidTypeError` for other types and :class:`InvalidInputError` for a
+    string that is not ISO 8601, naming ``what``.
+    """
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInputError(
+                f"{what} must be an ISO 8601 date or date-time (e.g. 2024-05-01T09:30:00Z), "
+                f"got {value!r}"
+            ) from None
+    else:
+        raise InvalidTypeError(
+            f"{what} must be a datetime or an ISO 8601 str, got {type(value).__name__}"
+        )
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def said_at(messages: Sequence[Message]) -> datetime | None:
+    """The earliest timestamp of ``messages`` (UTC), or None when none carries one."""
+    times = [parse_time(m.timestamp, "message timestamp") for m in messages
+             if m.timestamp is not None]
+    return min(times) if times else None
 
 
 def messages_to_text(messages: Sequence[Message]) -> str:

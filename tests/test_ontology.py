@@ -25,6 +25,7 @@ DATATYPE_PROPERTIES = {
     "phrase": XSD.string,
     "keyword": XSD.string,
     "createdAt": XSD.dateTime,
+    "saidAt": XSD.dateTime,
     "scanCount": XSD.integer,
     "scanOrder": XSD.integer,
     "originalLength": XSD.integer,
@@ -44,14 +45,16 @@ DATATYPE_PROPERTIES = {
     "attempts": XSD.integer,
     "lastError": XSD.string,
     "acceptedAt": XSD.dateTime,
+    "taskSaidAt": XSD.dateTime,
 }
 #: At most one value per subject, which is what owl:FunctionalProperty says; shapes.ttl
 #: checks which of them are required as well.
 FUNCTIONAL = {
-    "content", "phrase", "createdAt", "scanCount", "scanOrder", "originalLength", "termCount",
+    "content", "phrase", "createdAt", "saidAt", "scanCount", "scanOrder", "originalLength",
+    "termCount",
     "source", "target", "strength", "relation", "focusOrder",
     "schemaVersion", "agentId", "lastCreatedAt", "nodeSequence",
-    "taskText", "taskSeq", "taskStatus", "attempts", "lastError", "acceptedAt",
+    "taskText", "taskSeq", "taskStatus", "attempts", "lastError", "acceptedAt", "taskSaidAt",
 }  # fmt: skip
 
 
@@ -170,6 +173,7 @@ node:a a memory:Node ;
     memory:phrase "登录用JWT有效期两小时" ;
     memory:keyword "JWT", "登录" ;
     memory:createdAt "2026-09-07T10:00:00.1Z"^^xsd:dateTime ;
+    memory:saidAt "2024-05-01T09:30:00Z"^^xsd:dateTime ;
     memory:scanCount 3 ;
     memory:scanOrder 12884901889 ;
     memory:originalLength 21 ;
@@ -274,6 +278,18 @@ BROKEN: dict[str, tuple[Breakage, URIRef | None]] = {
     "createdAt as a string": (
         _set(NODE.a, MEMORY.createdAt, Literal("2026-09-07T10:00:00Z")),
         MEMORY.createdAt,
+    ),
+    "saidAt as a string": (
+        _set(NODE.a, MEMORY.saidAt, Literal("2024-05-01T09:30:00Z")),
+        MEMORY.saidAt,
+    ),
+    "two saidAts": (
+        _add(NODE.a, MEMORY.saidAt, Literal("2024-05-02T09:30:00Z", datatype=XSD.dateTime)),
+        MEMORY.saidAt,
+    ),
+    "saidAt on a forgotten node": (
+        _add(NODE.gone, MEMORY.saidAt, Literal("2024-05-02T09:30:00Z", datatype=XSD.dateTime)),
+        None,
     ),
     "negative scanCount": (_set(NODE.a, MEMORY.scanCount, Literal(-1)), MEMORY.scanCount),
     "two termCounts": (_add(NODE.a, MEMORY.termCount, Literal(4)), MEMORY.termCount),

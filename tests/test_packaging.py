@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ def test_every_query_file_parses_and_has_a_header() -> None:
             "sources": [node], "nodes": [node], "threshold": _store.lit(0.01),
             "relations": [_store.lit("上文")], "keywords": [_store.lit("jwt")], "node": node,
             "links": [_store.link_ref("0" * 32, "1" * 32)], "status": _store.lit("pending"),
+            "since": _store.lit(datetime(2024, 1, 1, tzinfo=UTC)),
+            "until": _store.lit(datetime(2025, 1, 1, tzinfo=UTC)),
         }
         store.query(_store.render(name, **params), prefixes=_store.V.PREFIXES)
 

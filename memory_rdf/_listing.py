@@ -1,0 +1,90 @@
+"""Listing memories and the time window of SPEC §5.6 (``memories()``, ``since`` / ``until``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from memory_rdf._nodes import chunks
+from memory_rdf._store import AgentStore, Term, lit, node_id, node_ref, render
+
+#: Stand-ins for an open end of the window (the queries always compare against a bound).
+_EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Window:
+    """``[since, until)`` on a node's said time (``memory:saidAt``), else its createdAt."""
+
+    since: datetime | None
+    until: datetime | None
+
+    def terms(self) -> dict[str, Term]:
+        return {
+            "since": lit(self.since or _EARLIEST),
+            "until": lit(self.until or _LATEST),
+        }
+
+
+_OPEN = Window(None, None)
+
+
+class Listing:
+    """Pages of an agent's memories, newest first, with their keywords and importance."""
+
+    def __init__(self, store: AgentStore, threshold: float) -> None:
+        self._store = store
+        self._threshold = lit(float(threshold))
+
+    def page(
+        self,
+        keywords: Sequence[str] | None,
+        window: Window | None,
+        limit: int | None,
+        offset: int,
+    ) -> list[dict[str, Any]]:
+        needles = [lit(k.lower()) for k in keywords] if keywords else None
+        query = render("memories", keywords=needles, **(window or _OPEN).terms())
+        if limit is not None:
+            query += f"\nLIMIT {int(limit)}"
+        if offset:
+            query += f"\nOFFSET {int(offset)}"
+        rows = self._store.rows(query)
+        ids = [node_id(r[0]) for r in rows]
+        keywords_of: dict[str, list[str]] = {}
+        importance: dict[str, float] = {}
+        for part in chunks(ids):
+            refs = [node_ref(i) for i in part]
+            for iri, keyword in self._store.rows(render("node_keywords", nodes=refs)):
+                keywords_of.setdefault(node_id(iri), []).append(keyword)
+            query = render("importances", nodes=refs, threshold=self._threshold)
+            for iri, value in self._store.rows(query):
+                importance[node_id(iri)] = float(value or 0.0)
+        return [
+            {
+                "id": nid,
+                "content": content,
+                "phrase": phrase,
+                "keywords": sorted(keywords_of.get(nid, [])),
+                "created_at": created,
+                "said_at": said,
+                "scan_count": int(scans),
+                "original_length": int(original),
+                "importance": importance.get(nid, 0.0),
+                "in_focus": bool(focus),
+            }
+            for nid, (_, content, phrase, created, said, scans, original, focus) in zip(
+                ids, rows, strict=True
+            )
+        ]
+
+    def in_window(self, ids: Sequence[str], window: Window) -> set[str]:
+        """The ids said (or, without a said time, created) inside ``window``."""
+        out: set[str] = set()
+        for part in chunks(ids):
+            query = render("nodes_in_window", nodes=[node_ref(i) for i in part], **window.terms())
+            out.update(node_id(iri) for iri in self._store.column(query))
+        return out

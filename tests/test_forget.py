@@ -1,0 +1,386 @@
+"""Listing, forgetting on request and time (SPEC §5.6): memories(), forget(ids, purge),
+Message.timestamp → memory:saidAt, since/until on recall — on real temporary stores."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from memory_rdf import Config, MemoryManager, Message
+
+from helpers import FAST, ScriptedModel, remember, say
+
+ONE_FOCUS = FAST.replace(focus_limit=1)
+
+
+def said(*contents: str, at: object) -> list[dict[str, object]]:
+    return [{"role": "user", "content": c, "timestamp": at} for c in contents]
+
+
+def by_content(mem: MemoryManager) -> dict[str, dict[str, object]]:
+    return {m["content"]: m for m in mem.memories(limit=None)}
+
+
+def said_at_values(mem: MemoryManager) -> dict[str, datetime]:
+    rows = mem.sparql("SELECT ?c ?t WHERE { ?n memory:content ?c ; memory:saidAt ?t }")
+    return {r["c"]: r["t"] for r in rows}  # type: ignore[index,union-attr]
+
+
+# -- Message.timestamp → memory:saidAt ----------------------------------------------------------
+
+
+def test_every_node_of_a_remember_carries_the_earliest_timestamp(mem: MemoryManager) -> None:
+    mem.remember([
+        Message("user", "a | b", timestamp="2024-05-01T10:00:00+02:00"),
+        Message("assistant", "c", timestamp=datetime(2024, 5, 1, 7, 59)),  # naive = UTC
+        Message("user", "d"),  # no timestamp: the others still count
+    ])
+    remember(mem, "undated")
+    earliest = datetime(2024, 5, 1, 7, 59, tzinfo=UTC)
+    assert said_at_values(mem) == {"a": earliest, "b": earliest, "c": earliest, "d": earliest}
+    assert by_content(mem)["undated"]["said_at"] is None
+
+
+def test_said_at_survives_the_journal(make_manager, data_dir: Path) -> None:
+    broken = ScriptedModel(fail={"segment": -1})
+    mem = make_manager(model=broken)
+    mem.remember(said("kept for later", at="2023-01-02T03:04:05Z"))
+    assert mem.wait_idle(30)
+    assert mem.stats()["failed_tasks"] == 1
+    mem.close()
+    again = make_manager(model=ScriptedModel())  # a fresh process would read the same journal
+    assert again.retry_failed() == 1
+    assert again.wait_idle(30)
+    assert said_at_values(again) == {"kept for later": datetime(2023, 1, 2, 3, 4, 5, tzinfo=UTC)}
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "error"),
+    [("yesterday", ValueError), ("2024-13-01", ValueError), (1714550400, TypeError)],
+)
+def test_bad_timestamps_raise_at_the_call(
+    mem: MemoryManager, timestamp: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="timestamp"):
+        mem.remember(said("x", at=timestamp))
+    with pytest.raises(error, match="timestamp"):
+        Message("user", "x", timestamp=timestamp)  # type: ignore[arg-type]
+    assert mem.stats()["pending_tasks"] == 0 and mem.stats()["nodes"] == 0
+
+
+# -- memories() ---------------------------------------------------------------------------------
+
+
+def test_memories_lists_newest_first_with_every_field(make_manager) -> None:
+    mem = make_manager(config=ONE_FOCUS)
+    mem.remember(said("ALPHA first", at="2024-01-01T00:00:00Z"))
+    mem.remember(say("BETA second | gamma third"))  # no timestamp: createdAt (now) counts
+    listed = mem.memories()  # no wait_idle: it runs after the remembers (per-agent FIFO)
+    assert [m["content"] for m in listed] == ["gamma third", "BETA second", "ALPHA first"]
+    gamma, beta, alpha = listed
+    assert set(gamma) == {
+        "id", "content", "phrase", "keywords", "created_at", "said_at", "scan_count",
+        "original_length", "importance", "in_focus",
+    }
+    assert alpha["said_at"] == datetime(2024, 1, 1, tzinfo=UTC)
+    assert beta["said_at"] is None and isinstance(beta["created_at"], datetime)
+    assert beta["keywords"] == ["BETA"] and beta["phrase"] == "BETA secon"
+    assert beta["original_length"] == len("BETA second") and beta["scan_count"] == 0
+    assert [m["in_focus"] for m in listed] == [True, False, False]
+    # importance = the sum of the node's live links, in and out (SPEC §5.2 step 2), as SPARQL
+    for m in listed:
+        n = f"node:{m['id']}"
+        rows = mem.sparql(
+            f"SELECT (SUM(?w) AS ?i) WHERE {{ {{ ?l memory:source {n} }} UNION "
+            f"{{ ?l memory:target {n} }} ?l memory:strength ?w }}"
+        )
+        total = rows[0].get("i", 0.0)  # type: ignore[index,union-attr]
+        assert m["importance"] == pytest.approx(total)
+    assert beta["importance"] == pytest.approx(0.5 + 0.5 + 1.0 + 1.0)
+
+
+def test_memories_filters_and_pages(mem: MemoryManager) -> None:
+    mem.remember(said("the CAT sleeps", at="2020-06-01"))
+    mem.remember(said("a dog barks | cat food", at="2021-06-01"))
+    mem.remember(said("nothing here", at="2022-06-01"))
+    contents = lambda ms: [m["content"] for m in ms]  # noqa: E731
+    assert contents(mem.memories(["cat"])) == ["cat food", "the CAT sleeps"]
+    assert contents(mem.memories(["Cat", "nothing"])) == [
+        "nothing here", "cat food", "the CAT sleeps"
+    ]
+    # one remember, one said time: the later segment (created later) first
+    assert contents(mem.memories(since="2021-01-01", until="2022-01-01")) == [
+        "cat food", "a dog barks"
+    ]
+    # since is inclusive, until exclusive; aware datetimes in any zone compare as instants
+    plus_two = timezone(timedelta(hours=2))
+    assert contents(mem.memories(since=datetime(2022, 6, 1, 2, tzinfo=plus_two))) == [
+        "nothing here"
+    ]
+    assert contents(mem.memories(until="2020-06-01T00:00:00Z")) == []
+    everything = contents(mem.memories(limit=None))
+    assert len(everything) == 4
+    assert contents(mem.memories(limit=2)) == everything[:2]
+    assert contents(mem.memories(limit=2, offset=2)) == everything[2:]
+    assert mem.memories(offset=10) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "field"),
+    [
+        ({"keywords": "cat"}, TypeError, "keywords"),
+        ({"keywords": [3]}, TypeError, "keywords"),
+        ({"since": "last week"}, ValueError, "since"),
+        ({"until": 20240101}, TypeError, "until"),
+        ({"since": "2024-02-01", "until": "2024-01-01"}, ValueError, "since"),
+        ({"limit": 0}, ValueError, "limit"),
+        ({"limit": True}, TypeError, "limit"),
+        ({"offset": -1}, ValueError, "offset"),
+        ({"offset": 1.5}, TypeError, "offset"),
+    ],
+)
+def test_memories_bad_input_raises_at_the_call(
+    mem: MemoryManager, kwargs: dict[str, object], error: type[Exception], field: str
+) -> None:
+    with pytest.raises(error, match=field):
+        mem.memories(**kwargs)  # type: ignore[arg-type]
+
+
+# -- since / until on recall --------------------------------------------------------------------
+
+
+def test_recall_returns_only_the_range_but_walks_through_the_rest(make_manager) -> None:
+    mem = make_manager(config=ONE_FOCUS)
+    # one focus node: each remember links to the previous one, so the walk from the newest
+    # goes new → middle → old
+    mem.remember(said("old memory", at="2024-03-01"))
+    mem.remember(said("middle memory", at="2020-03-01"))
+    mem.remember(said("new memory", at="2025-03-01"))
+    assert mem.wait_idle(30)
+    everything = mem.recall(["memory"], depth=2)
+    assert everything.count("[记忆]") == 3
+    recent = mem.recall(["memory"], depth=2, since="2023-01-01")
+    assert "middle" not in recent  # outside the range: not returned ...
+    assert "old memory" in recent and "new memory" in recent  # ... but walked through
+    assert mem.recall(["memory"], depth=2, until=datetime(2021, 1, 1)) == "[记忆] middle memory"
+    assert mem.recall_async(["memory"], since="2026-01-01").result(30) == ""
+    with pytest.raises(ValueError, match="until"):
+        mem.recall(["memory"], until="soon")
+
+
+def test_arecall_takes_the_range(make_manager) -> None:
+    import asyncio
+
+    mem = make_manager(config=ONE_FOCUS)
+    mem.remember(said("dated memory", at="2024-03-01"))
+    text = asyncio.run(mem.arecall(["memory"], since="2024-01-01", until="2024-06-01"))
+    assert text == "[记忆] dated memory"
+
+
+# -- forget() -----------------------------------------------------------------------------------
+
+
+def _ids(mem: MemoryManager) -> dict[str, str]:
+    return {m["content"]: m["id"] for m in mem.memories(limit=None)}  # type: ignore[misc]
+
+
+def test_forgotten_memory_is_gone_from_recall_memories_and_sparql(make_manager) -> None:
+    mem = make_manager(config=ONE_FOCUS)
+    remember(mem, "I live at 42 Wallaby Way | my cat is Miso")
+    remember(mem, "we talked about cats")
+    ids = _ids(mem)
+    address = ids["I live at 42 Wallaby Way"]
+    before = mem.stats()
+    assert mem.forget([address]) == 1
+    assert "Wallaby" not in mem.recall([], depth=3)
+    assert "Wallaby" not in str(mem.memories(limit=None))
+    assert mem.sparql(f"ASK {{ node:{address} ?p ?o }}") is False
+    assert mem.sparql("ASK { ?s ?p ?o FILTER(CONTAINS(STR(?o), 'Wallaby')) }") is False
+    # its outgoing links went; the link into it from "my cat is Miso" stays, dangling
+    assert mem.sparql(f"ASK {{ ?l memory:source node:{address} }}") is False
+    assert mem.sparql(f"ASK {{ ?l memory:target node:{address} }}") is True
+    after = mem.stats()
+    assert after["nodes"] == before["nodes"] - 1
+    assert after["dangling_links"] == before["dangling_links"] + 1
+    # the agent still knows it once knew something
+    assert "还关联着一段已经遗忘的记忆" in mem.recall(["Miso"], depth=3)
+
+
+def test_forget_leaves_the_focus_counts_only_known_ids_and_takes_iris(mem: MemoryManager) -> None:
+    remember(mem, "one | two | three")
+    ids = _ids(mem)
+    assert mem.stats()["focus"][0] == ids["three"]
+    unknown = "0" * 32
+    forgotten = mem.forget([ids["three"], f"node:{ids['two']}", ids["three"], unknown])
+    assert forgotten == 2  # the repeated id once, the unknown one not at all
+    assert mem.stats()["focus"] == [ids["one"]]
+    assert mem.forget([ids["three"]]) == 0  # already forgotten: unknown now
+    assert mem.forget([]) == 0
+    assert mem.forget((f"https://w3id.org/memory-rdf/node/{ids['one']}",)) == 1
+    assert mem.stats()["nodes"] == 0 and mem.recall([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("ids", "purge", "error"),
+    [
+        ("0123abcd", False, TypeError),  # a bare str is not a list of ids
+        ([1234], False, TypeError),
+        (["not an id!"], False, ValueError),
+        (["<x> } DELETE WHERE { ?s ?p ?o"], False, ValueError),
+        ([""], False, ValueError),
+        (None, False, TypeError),
+        (["0123abcd"], "yes", TypeError),
+    ],
+)
+def test_forget_bad_input_raises_and_queues_nothing(
+    mem: MemoryManager, ids: object, purge: object, error: type[Exception]
+) -> None:
+    remember(mem, "stays")
+    with pytest.raises(error):
+        mem.forget(ids, purge=purge)  # type: ignore[arg-type]
+    assert mem.stats()["pending_tasks"] == 0 and mem.stats()["nodes"] == 1
+
+
+def test_forget_runs_after_the_agents_earlier_tasks(make_manager) -> None:
+    slow = ScriptedModel(delay=0.2)
+    mem = make_manager(model=slow)
+    remember(mem, "first")
+    first = _ids(mem)["first"]
+    mem.remember(say("second"))  # still being processed when forget is called
+    assert mem.forget([first]) == 1
+    # forget waited for the remember queued before it, without wait_idle
+    assert [m["content"] for m in mem.memories()] == ["second"]
+
+
+def test_compression_after_forget_keeps_the_store_consistent(make_manager) -> None:
+    mem = make_manager(config=FAST.replace(focus_limit=1, decay_rate=0.5))
+    remember(mem, "aaaa aaaa aaaa | bbbb bbbb bbbb | cccc cccc cccc | dddd")
+    ids = _ids(mem)
+    assert mem.forget([ids["bbbb bbbb bbbb"]]) == 1
+    for _ in range(6):
+        mem.run_compression_slice(timeout=30)
+    assert mem.sparql(f"ASK {{ node:{ids['bbbb bbbb bbbb']} ?p ?o }}") is False
+
+
+# -- purge=True: the bytes go -------------------------------------------------------------------
+
+SECRET = "my home address is 42 Wallaby Way, Sydney (secret 7f3a91)"
+
+
+def files_holding(root: Path, needle: str) -> list[str]:
+    """Every file under ``root`` (recursively) whose bytes contain ``needle`` (UTF-8)."""
+    data = needle.encode()
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and data in p.read_bytes()
+    )
+
+
+def test_purge_erases_the_text_from_every_file(make_manager, data_dir: Path) -> None:
+    mem = make_manager(config=ONE_FOCUS)
+    remember(mem, f"{SECRET} | the cat is called Miso")
+    remember(mem, "we talked about the cat")
+    ids = _ids(mem)
+    store_dir = data_dir / "agent"
+    # a RocksDB store keeps a deleted value in its files: plain forget leaves the bytes
+    mem._store.flush()  # type: ignore[union-attr]  # as a long-running agent would have
+    assert files_holding(store_dir, "Wallaby")
+    assert mem.forget([ids[SECRET]]) == 1
+    assert files_holding(store_dir, "Wallaby"), "plain forget was expected to leave the bytes"
+    # purge: forget has already happened, but purging again of the same (now unknown) id
+    # still rewrites the store, so the bytes go
+    assert mem.forget([ids[SECRET]], purge=True) == 0
+    assert files_holding(data_dir, "Wallaby") == []
+    # the rest of the memory is intact and the agent keeps working
+    assert "Miso" in mem.recall(["Miso"], depth=2)
+    assert "还关联着一段已经遗忘的记忆" in mem.recall(["Miso"], depth=2)
+    remember(mem, "a new memory after the purge")
+    assert mem.stats()["nodes"] == 3
+    mem.close()
+    assert files_holding(data_dir, "Wallaby") == []
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]  # no copies left behind
+
+
+def test_purge_in_one_call_and_from_the_journal(make_manager, data_dir: Path) -> None:
+    model = ScriptedModel()
+    mem = make_manager(model=model)
+    remember(mem, SECRET)
+    secret_id = _ids(mem)[SECRET]
+    # a later remember of the same text whose segmentation keeps failing: journalled, failed
+    model.fail["segment"] = -1
+    mem.remember(say(f"{SECRET} | and some other words"))
+    assert mem.wait_idle(30)
+    model.fail["segment"] = 0
+    assert mem.stats()["failed_tasks"] == 1
+    mem._store.flush()  # type: ignore[union-attr]
+    assert files_holding(data_dir, "Wallaby")
+    assert mem.forget([secret_id], purge=True) == 1
+    assert files_holding(data_dir, "Wallaby") == []
+    # the failed task stays, without the forgotten text
+    (task,) = mem.failed_tasks()
+    assert "Wallaby" not in task["text"] and "and some other words" in task["text"]
+    mem.close()
+    assert files_holding(data_dir, "Wallaby") == []
+
+
+def test_purge_drops_a_journalled_task_left_blank(make_manager, data_dir: Path) -> None:
+    model = ScriptedModel()
+    mem = make_manager(model=model)
+    remember(mem, SECRET)
+    model.fail["segment"] = -1
+    mem.remember([{"role": "user", "content": SECRET}, {"role": "assistant", "content": "ok"}])
+    mem.remember([{"role": "user", "content": SECRET}])
+    assert mem.wait_idle(30)
+    assert mem.stats()["failed_tasks"] == 2
+    assert mem.forget([_ids(mem)[SECRET]], purge=True) == 1
+    # a message left empty goes; a task left with no message goes
+    assert [t["text"] for t in mem.failed_tasks()] == ["assistant: ok"]
+    assert files_holding(data_dir, "Wallaby") == []
+
+
+def _copy_of(store_dir: Path, name: str) -> Path:
+    target = store_dir.with_name(store_dir.name + name)
+    shutil.copytree(store_dir, target)
+    return target
+
+
+def test_a_purge_interrupted_between_the_renames_is_finished_at_open(
+    make_manager, data_dir: Path
+) -> None:
+    mem = make_manager()
+    remember(mem, "survives the crash")
+    mem.close()
+    store_dir = data_dir / "agent"
+    _copy_of(store_dir, "~new")  # the complete copy ...
+    os.rename(store_dir, store_dir.with_name("agent~old"))  # ... the first rename, then a crash
+    again = make_manager()
+    assert [m["content"] for m in again.memories()] == ["survives the crash"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]
+
+
+def test_a_purge_interrupted_while_copying_is_undone_at_open(make_manager, data_dir: Path) -> None:
+    mem = make_manager()
+    remember(mem, "the original")
+    mem.close()
+    half = data_dir / "agent~new"
+    half.mkdir()
+    (half / "000001.sst").write_bytes(b"half a copy")
+    again = make_manager()
+    assert [m["content"] for m in again.memories()] == ["the original"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]
+
+
+def test_purge_keeps_other_agents_and_stays_valid(
+    make_manager: Callable[..., MemoryManager], data_dir: Path
+) -> None:
+    a = make_manager("a")
+    b = make_manager("b", config=Config(auto_compress=False))
+    remember(a, SECRET)
+    remember(b, "agent b's own memory")
+    assert a.forget([_ids(a)[SECRET]], purge=True) == 1
+    assert b.memories()[0]["content"] == "agent b's own memory"
+    assert a.stats()["nodes"] == 0 and files_holding(data_dir / "a", "Wallaby") == []
