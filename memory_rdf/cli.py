@@ -7,7 +7,9 @@ work while another process holds the agent); ``bench`` runs the benchmark suite 
 checkout (``benchmarks/``, not part of the wheel).
 
 Exit codes: 0 success; 1 an error (one line on stderr, never a traceback), or ``validate``
-found violations; 2 a usage error, an invalid agent id or an unknown agent (nothing created).
+found violations; 2 a usage error, an invalid agent id or an unknown agent (nothing created);
+3 an optional dependency the command needs is not installed (``validate``: pyshacl;
+``serve``: mcp).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ __all__ = ["cli", "main"]
 T = TypeVar("T")
 
 DEBUG_ENV = "MEMORY_RDF_DEBUG"
+
+#: Exit code when a command needs an optional dependency that is not installed.
+EXIT_MISSING_DEPENDENCY = 3
 
 
 class CliError(Exception):
@@ -191,7 +196,8 @@ def cli() -> None:
 
     \b
     Exit codes: 0 ok; 1 error (or validate found violations);
-                2 usage error, invalid agent id or unknown agent.
+                2 usage error, invalid agent id or unknown agent;
+                3 an optional dependency is missing (validate: pyshacl, serve: mcp).
 
     \b
     Example:
@@ -322,9 +328,11 @@ def remember(agent: str, file: str, data_dir: Path) -> None:
               help="Hops from the entry nodes (default: the config's default_search_depth).")
 @click.option("--entry", type=click.Choice(["focus", "keywords", "both"]), default="focus",
               show_default=True, help="Where the walk starts (SPEC §5.5).")
+@click.option("--english", is_flag=True,
+              help="English templates ([memory] …) instead of the default Chinese ([记忆] …).")
 @data_dir_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
-           depth: int | None, entry: str, data_dir: Path) -> None:
+           depth: int | None, entry: str, english: bool, data_dir: Path) -> None:
     """Print what the agent recalls for KEYWORDs (plain text, for pipes).
 
     No keyword matches every reached node. Opens the agent, so it fails (exit 1) while
@@ -333,9 +341,12 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
     \b
     Example:
       memory-rdf recall demo PostgreSQL 数据库 --depth 3 --entry both
+      memory-rdf recall demo coffee --entry keywords --english
     """
     _existing_agent(agent, data_dir)
-    with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
+    config = Config(auto_compress=False,
+                    templates=Templates.english() if english else Templates())
+    with _open_manager(agent, data_dir, config, _model()) as mem:
         text = mem.recall(list(keywords), relations=list(relations) or None, depth=depth,
                           entry=entry)
     if text:
@@ -429,16 +440,17 @@ def _read_query(query: str) -> str:
 @cli.command(short_help="Run a read-only SPARQL query.")
 @click.argument("agent")
 @click.argument("query", metavar="QUERY|@FILE.rq")
-@click.option("--format", "-f", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]),
+@click.option("--format", "-f", "fmt",
+              type=click.Choice(["table", "json", "xml", "csv", "tsv"]),
               default="table", show_default=True,
-              help="table for people; json/csv/tsv: W3C SPARQL results formats.")
+              help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
 @data_dir_option
 def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
     """Run a read-only SPARQL query over the agent's memory graph.
 
     The memory:, node:, link: and xsd: prefixes are predeclared. @FILE reads the query from
     a file, - or @- from stdin. CONSTRUCT/DESCRIBE results are printed as N-Triples in the
-    json/csv/tsv formats. SPARQL Update is refused.
+    json/xml/csv/tsv formats. SPARQL Update is refused.
 
     \b
     Example:
@@ -457,7 +469,7 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
             raise refused() from None
         except SparqlError as exc:
             raise CliError(str(exc)) from None
-        _write_bytes(data)
+        _write_bytes(data if data.endswith(b"\n") else data + b"\n")
         return
 
     def run(store: AgentStore) -> Any:
@@ -494,31 +506,59 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
 # -- export -------------------------------------------------------------------------------------
 
 
+_EXPORT_SUFFIXES = {".ttl": "turtle", ".turtle": "turtle", ".nt": "ntriples",
+                    ".nq": "nquads", ".trig": "trig"}
+
+
+def _format_for(output: str | Path | None, fmt: str | None, suffixes: dict[str, str],
+                default: str) -> str:
+    """The format to write: --format, else the suffix of -o, else ``default``. A suffix that
+    names another format than --format, or an unknown suffix without --format, is refused
+    (a file named demo.nt must hold N-Triples)."""
+    suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
+    known = ", ".join(f"{k} ({v})" for k, v in suffixes.items())
+    by_suffix = suffixes.get(suffix)
+    if fmt is not None:
+        if suffix and suffix in suffixes and by_suffix != fmt:
+            raise CliError(f"{output} names {by_suffix} by its suffix but --format is {fmt}: "
+                           "change one of them", 2)
+        return fmt
+    if by_suffix is not None:
+        return by_suffix
+    if suffix:
+        raise CliError(f"cannot tell the format of {output} from its suffix {suffix!r}: use "
+                       f"one of {known}, or give --format", 2)
+    return default
+
+
 @cli.command(short_help="Export the store as RDF.")
 @click.argument("agent")
 @click.option("--format", "-f", "fmt",
-              type=click.Choice(["turtle", "ntriples", "nquads", "trig"]), default="turtle",
-              show_default=True,
-              help="turtle/ntriples: the memory graph; nquads/trig: also journal and metadata.")
+              type=click.Choice(["turtle", "ntriples", "nquads", "trig"]), default=None,
+              help="turtle/ntriples: the memory graph; nquads/trig: also journal and metadata. "
+                   "Default: from FILE's suffix (.ttl .nt .nq .trig), else turtle.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to FILE instead of stdout.")
 @data_dir_option
-def export(agent: str, fmt: str, output: Path | None, data_dir: Path) -> None:
+def export(agent: str, fmt: str | None, output: Path | None, data_dir: Path) -> None:
     """Export the agent's store as RDF.
 
     Turtle and N-Triples hold the memory network (the default graph); N-Quads and TriG add the
-    named graphs (task journal, store metadata): a complete backup.
+    named graphs (task journal, store metadata): a complete backup. Without --format the
+    suffix of FILE decides; a suffix naming another format than --format is refused.
 
     \b
     Example:
-      memory-rdf export demo --format nquads -o demo-backup.nq
+      memory-rdf export demo -o demo-backup.nq      # N-Quads, from the suffix
     """
-    data = _inspect(agent, data_dir, lambda s: s.dump(fmt, default_graph_only=False))
+    _agent(agent)
+    chosen = _format_for(output, fmt, _EXPORT_SUFFIXES, "turtle")
+    data = _inspect(agent, data_dir, lambda s: s.dump(chosen, default_graph_only=False))
     if output is None:
         _write_bytes(data)
         return
     output.write_bytes(data)
-    _say(_stderr(), f"wrote {_human_bytes(len(data))} ({fmt}) to {output}")
+    _say(_stderr(), f"wrote {_human_bytes(len(data))} ({chosen}) to {output}")
 
 
 # -- graph --------------------------------------------------------------------------------------
@@ -534,7 +574,8 @@ _GRAPH_SUFFIXES = {".html": "html", ".htm": "html", ".dot": "dot", ".gv": "dot",
               show_default=True, help="Hops from the focus nodes.")
 @click.option("--format", "-f", "fmt", type=click.Choice(_graphview.FORMATS), default=None,
               help="html: one self-contained page; dot: Graphviz; svg: needs Graphviz's dot. "
-                   "Default: from FILE's suffix, else html.")
+                   "Default: from FILE's suffix (.html .dot .gv .svg; others are refused), "
+                   "else html.")
 @click.option("--limit", type=click.IntRange(min=1), default=_graphview.DEFAULT_LIMIT,
               show_default=True, help="Most memories drawn (the most strongly linked first).")
 @data_dir_option
@@ -554,9 +595,7 @@ def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: in
       memory-rdf graph demo -o demo.svg          # needs Graphviz
     """
     _agent(agent)
-    if fmt is None:
-        suffix = Path(output).suffix.lower() if output not in (None, "-") else ""
-        fmt = _GRAPH_SUFFIXES.get(suffix, "html")
+    fmt = _format_for(output, fmt, _GRAPH_SUFFIXES, "html")
     if fmt == "svg" and not _graphview.dot_available():
         raise CliError("--format svg needs Graphviz's dot program (apt-get install graphviz, "
                        "brew install graphviz, …); --format html needs nothing")
@@ -641,12 +680,19 @@ def stats(agent: str, as_json: bool, data_dir: Path) -> None:
 @data_dir_option
 def validate(agent: str, data_dir: Path) -> None:
     """Check the memory graph against the SHACL shapes; exit 1 with the report if it violates
-    them (needs the shacl extra).
+    them. Needs pyshacl (pip install "memory-rdf[shacl]"): exit 3 without it, so a script
+    can tell "not checked" from "damaged".
 
     \b
     Example:
-      memory-rdf validate demo || echo "store is damaged"
+      memory-rdf validate demo || echo "store is damaged (1) or not checked (3)"
     """
+    _agent(agent)
+    try:
+        import pyshacl  # noqa: F401
+    except ImportError:
+        raise CliError("validate needs pyshacl, which is not installed: "
+                       "pip install \"memory-rdf[shacl]\"", EXIT_MISSING_DEPENDENCY) from None
     conforms, report = _inspect(agent, data_dir, shacl_validate)
     if conforms:
         click.echo(f"agent {agent!r} conforms to the memory_rdf SHACL shapes")
@@ -706,7 +752,7 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
         if transport == "http":
             mcp_server.check_bind(host, token)
     except ImportError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(str(exc), EXIT_MISSING_DEPENDENCY) from None
     except (InvalidInputError, InvalidTypeError) as exc:
         raise CliError(str(exc), 2) from None
     config = Config(templates=Templates.english() if english else Templates())
@@ -763,6 +809,12 @@ def bench(suite_args: tuple[str, ...]) -> int:
       memory-rdf bench --full             # 100k and 1M nodes where disk allows
     """
     root = _benchmarks_checkout()
+    if root is None and {"-h", "--help"} & set(suite_args):
+        # Outside a checkout the suite's own --help cannot run: say what the command is.
+        click.echo(click.get_current_context().get_help())
+        click.echo("\nThe suite's own options are listed by 'memory-rdf bench --help' inside a "
+                   "clone of the memory_rdf repository (its benchmarks/ directory).")
+        return 0
     if root is None:
         raise CliError(
             "memory-rdf bench runs the benchmarks/ directory of a source checkout, which the "

@@ -192,7 +192,7 @@ def run_demo(
     out.print(table)
     shown = data_dir is not None and str(data_dir) != "memory_data"
     flag = f" --data-dir {shlex.quote(str(data_dir))}" if shown else ""
-    keyword = "coffee" if english else "咖啡"
+    keyword = "coffee --english" if english else "咖啡"
     _say(out, f"Next: memory-rdf recall {agent} {keyword} --entry keywords{flag}   |   "
               f"memory-rdf graph {agent} -o {agent}.html{flag}")
 

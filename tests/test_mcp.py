@@ -236,7 +236,7 @@ def test_missing_sdk_is_a_clear_message(tmp_path: Path) -> None:
     (fake / "__init__.py").write_text("raise ImportError('No module named mcp (test stand-in)')\n")
     env = {"PYTHONPATH": str(tmp_path / "fake")}
     result = _serve("--data-dir", str(tmp_path / "d"), env=env)
-    assert result.returncode == 1
+    assert result.returncode == 3
     assert 'pip install "memory-rdf[mcp]"' in result.stderr
     assert "Traceback" not in result.stderr
     # The rest of the command line does not need the SDK.

@@ -1,0 +1,195 @@
+"""Issue 15's smaller command-line defects, each pinned: output formats follow the file name,
+W3C SPARQL results XML, a distinct exit code for a missing optional dependency, .rq files that
+run on their own, English templates from the CLI, runnable docs, bench --help anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pyoxigraph
+import pytest
+from test_cli import MESSAGES, assert_one_line_error, cli
+
+REPO = Path(__file__).resolve().parent.parent
+SPARQL_RESULTS = "{http://www.w3.org/2005/sparql-results#}"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cli_outputs")
+
+
+@pytest.fixture(scope="module")
+def data(work: Path) -> Path:
+    """Agent ``bot`` remembered through the CLI (shared, never modified)."""
+    messages = work / "messages.json"
+    messages.write_text(json.dumps(MESSAGES, ensure_ascii=False), encoding="utf-8")
+    result = cli(work, "remember", "bot", str(messages), data_dir=work / "data")
+    assert result.returncode == 0, result.stderr
+    return work / "data"
+
+
+def _parses_as(path: Path, fmt: pyoxigraph.RdfFormat) -> int:
+    return len(list(pyoxigraph.parse(path=str(path), format=fmt)))
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [("bot.nt", pyoxigraph.RdfFormat.N_TRIPLES), ("bot.ttl", pyoxigraph.RdfFormat.TURTLE),
+     ("bot.nq", pyoxigraph.RdfFormat.N_QUADS), ("bot.trig", pyoxigraph.RdfFormat.TRIG)],
+)
+def test_export_takes_the_format_from_the_suffix(
+    work: Path, data: Path, name: str, fmt: pyoxigraph.RdfFormat
+) -> None:
+    target = work / name
+    result = cli(work, "export", "bot", "-o", str(target), data_dir=data)
+    assert result.returncode == 0, result.stderr
+    assert _parses_as(target, fmt) > 0
+    if name.endswith(".nt"):  # N-Triples: one triple per line, no prefixes (Turtle has them)
+        text = target.read_text(encoding="utf-8")
+        assert "@prefix" not in text and "PREFIX" not in text
+        assert all(line.endswith(" .") for line in text.splitlines())
+
+
+def test_export_refuses_a_suffix_that_contradicts_the_format(work: Path, data: Path) -> None:
+    target = work / "mismatch.nt"
+    result = cli(work, "export", "bot", "-o", str(target), "--format", "turtle", data_dir=data)
+    assert_one_line_error(result, 2)
+    assert "ntriples" in result.stderr and not target.exists()
+    unknown = cli(work, "export", "bot", "-o", str(work / "bot.rdf"), data_dir=data)
+    assert_one_line_error(unknown, 2)
+    assert ".nt" in unknown.stderr and not (work / "bot.rdf").exists()
+    explicit = cli(work, "export", "bot", "-o", str(work / "bot.txt"), "--format", "ntriples",
+                   data_dir=data)
+    assert explicit.returncode == 0, explicit.stderr  # an unknown suffix with --format is fine
+    assert _parses_as(work / "bot.txt", pyoxigraph.RdfFormat.N_TRIPLES) > 0
+
+
+# -- graph --------------------------------------------------------------------------------------
+
+
+def test_graph_refuses_a_suffix_it_cannot_write(work: Path, data: Path) -> None:
+    for name in ("bot.png", "bot.pdf"):
+        result = cli(work, "graph", "bot", "-o", str(work / name), data_dir=data)
+        assert_one_line_error(result, 2)
+        assert ".html" in result.stderr and not (work / name).exists()
+    mismatch = cli(work, "graph", "bot", "-o", str(work / "bot.html"), "--format", "dot",
+                   data_dir=data)
+    assert_one_line_error(mismatch, 2)
+    dot = cli(work, "graph", "bot", "-o", str(work / "bot.gv"), data_dir=data)
+    assert dot.returncode == 0, dot.stderr
+    assert (work / "bot.gv").read_text(encoding="utf-8").lstrip().startswith(("digraph", "graph"))
+
+
+# -- sparql -------------------------------------------------------------------------------------
+
+
+def test_sparql_xml_is_w3c_sparql_results_xml(work: Path, data: Path) -> None:
+    query = "SELECT ?n ?phrase WHERE { ?n a memory:Node ; memory:phrase ?phrase }"
+    result = cli(work, "sparql", "bot", query, "--format", "xml", data_dir=data)
+    assert result.returncode == 0, result.stderr
+    root = ET.fromstring(result.stdout)
+    assert root.tag == f"{SPARQL_RESULTS}sparql"
+    variables = [v.get("name") for v in root.iter(f"{SPARQL_RESULTS}variable")]
+    assert variables == ["n", "phrase"]
+    as_json = json.loads(cli(work, "sparql", "bot", query, "--format", "json",
+                             data_dir=data).stdout)
+    assert len(list(root.iter(f"{SPARQL_RESULTS}result"))) == len(
+        as_json["results"]["bindings"]) > 0
+    ask = cli(work, "sparql", "bot", "ASK { ?n a memory:Node }", "--format", "xml",
+              data_dir=data)
+    assert ET.fromstring(ask.stdout).find(f"{SPARQL_RESULTS}boolean").text == "true"
+
+
+@pytest.mark.parametrize("fmt", ["json", "xml", "csv", "tsv"])
+def test_sparql_output_ends_with_a_newline(work: Path, data: Path, fmt: str) -> None:
+    result = cli(work, "sparql", "bot", "SELECT ?p WHERE { ?n memory:phrase ?p } LIMIT 1",
+                 "--format", fmt, data_dir=data)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("\n") and not result.stdout.endswith("\n\n")
+
+
+# -- validate without pyshacl -------------------------------------------------------------------
+
+
+def test_validate_without_pyshacl_exits_3_not_1(work: Path, data: Path, tmp_path: Path) -> None:
+    """Exit 1 means "the store violates the shapes"; a missing pyshacl is exit 3 (simulated by
+    a stand-in package that fails to import, first on the path)."""
+    fake = tmp_path / "fake" / "pyshacl"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named pyshacl (stand-in)')\n")
+    pythonpath = os.pathsep.join([str(tmp_path / "fake"), str(REPO)])
+    result = cli(work, "validate", "bot", data_dir=data, env={"PYTHONPATH": pythonpath})
+    assert_one_line_error(result, 3)
+    assert 'pip install "memory-rdf[shacl]"' in result.stderr
+    help_text = cli(work, "--help").stdout
+    assert re.search(r"3 an optional dependency is missing", help_text)
+
+
+# -- English templates from the CLI -------------------------------------------------------------
+
+
+def test_recall_english_templates(work: Path, data: Path) -> None:
+    chinese = cli(work, "recall", "bot", "JWT", data_dir=data)
+    english = cli(work, "recall", "bot", "JWT", "--english", data_dir=data)
+    assert chinese.returncode == english.returncode == 0, english.stderr
+    assert chinese.stdout.startswith("[记忆] ")
+    assert english.stdout.startswith("[memory] ") and "[记忆]" not in english.stdout
+    assert english.stdout.replace("[memory] ", "") == chinese.stdout.replace("[记忆] ", "")
+
+
+# -- the docs' examples -------------------------------------------------------------------------
+
+
+def test_docs_commands_in_a_block_share_the_data_dir() -> None:
+    """In a bash block of the docs where one memory-rdf command uses --data-dir DIR, every
+    memory-rdf command does (else the example reads another directory than it wrote)."""
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+            commands = [line for line in block.splitlines()
+                        if line.lstrip().startswith("memory-rdf ") and " --help" not in line]
+            dirs = {m.group(1) for c in commands for m in [re.search(r"--data-dir (\S+)", c)]
+                    if m}
+            if not dirs:
+                continue
+            for command in commands:
+                subcommand = command.split()[1]
+                if subcommand in ("bench",):
+                    continue
+                assert "--data-dir" in command, f"{doc.name}: {command}"
+
+
+# -- bench --help outside a checkout ------------------------------------------------------------
+
+
+def test_bench_help_works_outside_a_checkout(tmp_path: Path) -> None:
+    """The package as a wheel installs it (no benchmarks/ next to it), run from a directory
+    that is no checkout either: --help explains the command instead of failing."""
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "memory_rdf", site / "memory_rdf",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "ontology", site / "memory_rdf" / "ontology")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    run = [sys.executable, "-c", "from memory_rdf.cli import main; main()", "bench"]
+    help_result = subprocess.run([*run, "--help"], cwd=elsewhere, env=env, capture_output=True,
+                                 text=True, timeout=60)
+    assert help_result.returncode == 0, help_result.stderr
+    assert "benchmark" in help_result.stdout and "--quick" in help_result.stdout
+    assert "Traceback" not in help_result.stderr
+    suite = subprocess.run([*run, "--quick"], cwd=elsewhere, env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert_one_line_error(suite, 2)
+    assert "source checkout" in suite.stderr
