@@ -11,7 +11,14 @@ from memory_rdf._exceptions import ConfigError
 
 @dataclass(frozen=True, kw_only=True)
 class Templates:
-    """Text templates of recall output (SPEC §5.4). ``Templates.english()`` gives an English set."""
+    """Text templates of recall output (SPEC §5.4). ``Templates.english()`` gives an English set.
+
+    A perception entry (a result's forgotten links) is written in the language of the result's
+    content: ``forgotten_named`` / ``forgotten_unnamed`` / ``relation_separator`` for Chinese
+    text, the ``*_en`` fields for any other; ``forgotten_named_en=None`` (and
+    ``forgotten_unnamed_en=None``) uses the Chinese-text templates for every result. The
+    ``[记忆]`` marker that starts every entry is the same in both.
+    """
 
     memory: str = "[记忆] {content}"
     forgotten_named: str = (
@@ -20,6 +27,15 @@ class Templates:
     forgotten_unnamed: str = "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆，我想不起来了"
     relation_separator: str = "、"
     entry_separator: str = "\n---\n"
+    forgotten_named_en: str | None = (
+        "[记忆] \u201c{phrase}\u201d is still linked to a memory I have forgotten "
+        "({relations}); I cannot recall it"
+    )
+    forgotten_unnamed_en: str | None = (
+        "[记忆] \u201c{phrase}\u201d is still linked to a memory I have forgotten; "
+        "I cannot recall it"
+    )
+    relation_separator_en: str = ", "
 
     @classmethod
     def english(cls) -> Templates:
@@ -34,7 +50,16 @@ class Templates:
                 "I cannot recall it"
             ),
             relation_separator=", ",
+            forgotten_named_en=None,
+            forgotten_unnamed_en=None,
         )
+
+    def perception(self, chinese: bool) -> tuple[str, str, str]:
+        """``(named, unnamed, separator)`` of the perception entry for a result whose content
+        is (``chinese=True``) or is not Chinese text."""
+        if chinese or self.forgotten_named_en is None or self.forgotten_unnamed_en is None:
+            return self.forgotten_named, self.forgotten_unnamed, self.relation_separator
+        return self.forgotten_named_en, self.forgotten_unnamed_en, self.relation_separator_en
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +93,7 @@ class Config:
     auto_compress: bool = True
     keyword_index: bool = True
     max_entry_nodes: int = 10
+    recall_max_chars: int | None = 2000
     templates: Templates = Templates()
 
     def __post_init__(self) -> None:
@@ -81,7 +107,7 @@ class Config:
                 if not isinstance(value, bool):
                     raise ConfigError(f"{f.name} must be a bool, got {value!r}")
                 continue
-            if f.name == "max_nodes" and value is None:
+            if f.name in ("max_nodes", "recall_max_chars") and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigError(f"{f.name} must be a number, got {value!r}")
@@ -93,8 +119,10 @@ class Config:
         for name in ints:
             if not isinstance(getattr(self, name), int):
                 raise ConfigError(f"{name} must be an int, got {getattr(self, name)!r}")
-        if self.max_nodes is not None and not isinstance(self.max_nodes, int):
-            raise ConfigError(f"max_nodes must be an int or None, got {self.max_nodes!r}")
+        for name in ("max_nodes", "recall_max_chars"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, int):
+                raise ConfigError(f"{name} must be an int or None, got {value!r}")
         _check(0 < self.decay_rate <= 1, "decay_rate must be in (0, 1]", self.decay_rate)
         _check(self.focus_limit >= 1, "focus_limit must be >= 1", self.focus_limit)
         _check(0 <= self.link_initial_strength <= 1,
@@ -121,6 +149,8 @@ class Config:
                "max_search_results must be >= 0 (0 = unlimited)", self.max_search_results)
         _check(self.max_queue_size >= 1, "max_queue_size must be >= 1", self.max_queue_size)
         _check(self.max_entry_nodes >= 1, "max_entry_nodes must be >= 1", self.max_entry_nodes)
+        _check(self.recall_max_chars is None or self.recall_max_chars >= 1,
+               "recall_max_chars must be None (unlimited) or >= 1", self.recall_max_chars)
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some fields changed (validated again)."""

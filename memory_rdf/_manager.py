@@ -357,25 +357,34 @@ class MemoryManager:
         *,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        limit: int | None = None,
+        max_chars: int | None = None,
     ) -> str:
         """Recall memories that match ``keywords`` (SPEC §5.4, §5.5, §5.6).
 
         ``entry="focus"`` (default) walks from the focus only; ``"keywords"`` starts from the
         nodes whose index terms best match the keywords (BM25 over ``memory:term``);
-        ``"both"`` uses both kinds of seeds. ``since`` / ``until`` (a ``datetime`` or an ISO
-        8601 string, naive = UTC) keep only results said (``memory:saidAt``) or, without a
+        ``"both"`` uses both kinds of seeds. The nodes reached that match are ranked by
+        relevance (more of the keywords, rarer ones, ones among the node's own keywords, a
+        stronger path; with one keyword or none, the walk's best-first order) and returned as
+        plain text: at most ``limit`` entries (None: ``Config.max_search_results``; 0 =
+        unlimited) within ``max_chars`` characters (None: ``Config.recall_max_chars``; 0 =
+        unlimited), the first entry always whole. ``since`` / ``until`` (a ``datetime`` or an
+        ISO 8601 string, naive = UTC) keep only results said (``memory:saidAt``) or, without a
         said time, created in ``[since, until)``; nodes outside the range are still walked
         through. Blocks until the agent's earlier tasks ran (per-agent FIFO: also behind a
         remember still waiting on the small model) and returns plain text.
 
         Raises:
-            TypeError, ValueError: bad arguments (nothing is queued).
+            TypeError, ValueError: bad arguments (keywords, relations, depth, entry, since,
+                until, limit, max_chars; nothing is queued).
             TimeoutError: no result within ``timeout`` seconds (the message says what the
                 recall was waiting behind).
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
         future = self.recall_async(
-            keywords, relations, depth, entry=entry, since=since, until=until
+            keywords, relations, depth, entry=entry, since=since, until=until,
+            limit=limit, max_chars=max_chars,
         )
         return self._result(future, timeout, "recall")
 
@@ -410,9 +419,12 @@ class MemoryManager:
         *,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        limit: int | None = None,
+        max_chars: int | None = None,
     ) -> Future[str]:
-        """:meth:`recall` without blocking: a future of its text."""
-        args = self._recall_args(keywords, relations, depth, entry)
+        """:meth:`recall` without blocking: a future of its text (same arguments; bad ones
+        raise at the call)."""
+        args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
         window = _window(since, until)
         self._check_open()
         future: Future[str] = Future()
@@ -436,16 +448,25 @@ class MemoryManager:
         *,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
+        limit: int | None = None,
+        max_chars: int | None = None,
     ) -> str:
-        """:meth:`recall` for asyncio code."""
+        """:meth:`recall` for asyncio code (same arguments)."""
         future = self.recall_async(
-            keywords, relations, depth, entry=entry, since=since, until=until
+            keywords, relations, depth, entry=entry, since=since, until=until,
+            limit=limit, max_chars=max_chars,
         )
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
     def _recall_args(
-        self, keywords: object, relations: object, depth: object, entry: object
-    ) -> tuple[list[str], list[str] | None, int, str]:
+        self,
+        keywords: object,
+        relations: object,
+        depth: object,
+        entry: object,
+        limit: object = None,
+        max_chars: object = None,
+    ) -> tuple[list[str], list[str] | None, int, str, int, int | None]:
         if isinstance(keywords, str | bytes) or not isinstance(keywords, Sequence):
             raise InvalidTypeError(
                 f"keywords must be a list of str (not a bare str), got {type(keywords).__name__}"
@@ -475,25 +496,49 @@ class MemoryManager:
             raise InvalidInputError(f"depth must be >= 0, got {depth}")
         if entry not in ENTRIES:
             raise InvalidInputError(f"entry must be one of {ENTRIES}, got {entry!r}")
+        if limit is None:
+            limit = self.config.max_search_results
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise InvalidTypeError(f"limit must be an int or None, got {type(limit).__name__}")
+        if limit < 0:
+            raise InvalidInputError(f"limit must be >= 0 (0 = unlimited), got {limit}")
+        if max_chars is None:
+            max_chars = self.config.recall_max_chars
+        elif isinstance(max_chars, bool) or not isinstance(max_chars, int):
+            raise InvalidTypeError(
+                f"max_chars must be an int or None, got {type(max_chars).__name__}"
+            )
+        elif max_chars < 0:
+            raise InvalidInputError(f"max_chars must be >= 0 (0 = unlimited), got {max_chars}")
+        elif max_chars == 0:
+            max_chars = None
         for text in [*kws, *(rels or [])]:
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
                 raise InvalidInputError("keywords and relations must be valid Unicode") from None
-        return kws, rels, depth, str(entry)
+        return kws, rels, depth, str(entry), limit, max_chars
 
     def _recall_now(
-        self, keywords: list[str], relations: list[str] | None, depth: int, entry: str,
-        *, window: Window | None = None,
+        self,
+        keywords: list[str],
+        relations: list[str] | None,
+        depth: int,
+        entry: str,
+        limit: int,
+        max_chars: int | None,
+        *,
+        window: Window | None = None,
     ) -> str:
-        """Seed the walk (SPEC §5.4 step 2, §5.5) and run it.
+        """Seed the walk (SPEC §5.4 step 2, §5.5), run it, rank and cut the results (§5.4 v2).
 
         ``entry="focus"``: the focus nodes at 1.0, ranks 0 … f-1 newest first (§5.4 exactly).
         ``"keywords"``: the keyword entry's seeds (BM25 over the term index, strength = score ÷
         best score). ``"both"``: the focus seeds, then the keyword seeds ranked after them, so
         ties go to the focus. With ``Config(keyword_index=False)`` nodes carry no index terms,
         so the keyword entry finds nothing: ``"keywords"`` recalls ``""`` and ``"both"`` is
-        ``"focus"`` (terms left by an earlier indexed run are not used either).
+        ``"focus"`` (terms left by an earlier indexed run are not used either), and every
+        keyword weighs the same in the ranking.
         """
         self._check_open()
         seeds: list[Seed] = []
@@ -506,8 +551,14 @@ class MemoryManager:
                 first_rank=len(seeds),
                 generation=self.metadata.node_sequence,
             )
+        weights: list[float] | None = None
+        if seeds and len(keywords) >= 2:
+            if self.config.keyword_index:
+                weights = self.searcher.keyword_weights(keywords, self.metadata.node_sequence)
+            else:
+                weights = [1.0] * len(keywords)
         return self.searcher.recall(
-            seeds, keywords, relations, depth, self.config.max_search_results, window=window
+            seeds, keywords, relations, depth, limit, max_chars, weights=weights, window=window
         )
 
     # -- listing and forgetting on request (SPEC §5.6) -------------------------------------------

@@ -91,6 +91,25 @@ class NodeStore:
             out.update(node_id(iri) for iri in self._store.column(query))
         return out
 
+    def match_details(
+        self, ids: Sequence[str], keywords: Sequence[str]
+    ) -> dict[str, tuple[frozenset[int], frozenset[int]]]:
+        """``id → (matched, own)`` for the ids that match (SPEC §5.4 step 4): the indices of the
+        ``keywords`` found (case-insensitively) in the node's content or keywords, and those
+        found in one of its own keywords. Same matching set as :meth:`matching`."""
+        lowered = [k.lower() for k in keywords]
+        needles = [lit(k) for k in lowered]
+        found: dict[str, tuple[set[int], set[int]]] = {}
+        for part in chunks(ids):
+            query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needles)
+            for iri, text, own in self._store.rows(query):
+                matched, owned = found.setdefault(node_id(iri), (set(), set()))
+                hit = {i for i, k in enumerate(lowered) if k in text}
+                matched |= hit
+                if own:
+                    owned |= hit
+        return {nid: (frozenset(m), frozenset(o)) for nid, (m, o) in found.items()}
+
     def get(self, nid: str) -> NodeData | None:
         """One node with all its properties, or None when it does not exist."""
         rows = self._store.quads(V.NODE + nid, None, None, None)

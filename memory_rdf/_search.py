@@ -29,7 +29,7 @@ from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._resources import query_text
 from memory_rdf._store import AgentStore, lit, node_id, render
-from memory_rdf._text import tokenize
+from memory_rdf._text import is_cjk_text, tokenize
 
 #: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
 #: while their document frequencies fit in this budget (the rarest always is, its postings
@@ -48,6 +48,15 @@ DF_CACHE_MIN = 1_000
 #: N and avgdl are recomputed (one aggregate over every node) once the creation counter has
 #: advanced by more than this fraction of the cached N since they were last computed.
 STATS_REFRESH = 0.1
+
+#: Results whose texts (and perceptions) are read in one go while the recall text is built.
+RENDER_CHUNK = 32
+#: Ranking (SPEC §5.4 v2, :func:`rank`): a keyword found in one of the node's own
+#: ``memory:keyword`` values counts (1 + OWN_BONUS) times.
+OWN_BONUS = 0.5
+#: Ranking: the exponent of path strength in the score (0 = match quality alone, ties by the
+#: walk's order; 1 = match quality × path strength).
+STRENGTH_EXPONENT = 0.5
 
 _LIMIT_MARK = re.compile(r"LIMIT \d+(?=[ \t]*# @limit (\w+)[ \t]*$)", re.MULTILINE)
 
@@ -86,6 +95,15 @@ def bm25_idf(nodes: int, df: int) -> float:
     """BM25's idf, in the always-positive form ln(1 + (N - df + 0.5) / (df + 0.5))."""
     n = max(nodes, df)
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+def keyword_weight(nodes: int, dfs: Sequence[int]) -> float:
+    """The rarity of one recall keyword: the mean BM25 idf (:func:`bm25_idf`) of its query
+    terms, given their document frequencies (a term no node carries counts as df 0, the
+    rarest); a keyword without any term (only stop words) weighs as a term every node has."""
+    if not dfs:
+        return bm25_idf(nodes, nodes)
+    return sum(bm25_idf(nodes, df) for df in dfs) / len(dfs)
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,35 @@ def walk(
                     heapq.heappush(heap, (neg * strength, rank, order, target, hop + 1))
                     order += 1
     return hits
+
+
+def rank(
+    hits: Sequence[Hit],
+    details: dict[str, tuple[frozenset[int], frozenset[int]]],
+    weights: Sequence[float],
+) -> list[Hit]:
+    """The walk's results ordered by relevance (SPEC §5.4 v2), best first:
+
+        match(n) = Σ_{k ∈ M(n)} w(k) · (1 + OWN_BONUS · [k in n's own keywords])
+                   / Σ_k w(k) · (1 + OWN_BONUS)
+        score(n) = match(n) · strength(n) ** STRENGTH_EXPONENT
+
+    M(n) is the set of query keywords n matches (substring of its content or of one of its
+    keywords, case-insensitive), w(k) the keyword's rarity (:func:`keyword_weight`), and
+    strength(n) its path strength. The sort is stable on the walk's best-first order, so when
+    every result matches equally (the same keywords, own or not) the order is the walk's,
+    ties included: the score is then a non-decreasing function of path strength, which the
+    walk's order never increases.
+    """
+    total = sum(w * (1 + OWN_BONUS) for w in weights) or 1.0
+
+    def score(hit: Hit) -> float:
+        matched, own = details.get(hit.node, (frozenset(), frozenset()))
+        quality = sum(weights[k] * (1 + (OWN_BONUS if k in own else 0.0)) for k in matched)
+        return quality / total * hit.strength**STRENGTH_EXPONENT
+
+    order = sorted(range(len(hits)), key=lambda i: (-score(hits[i]), i))
+    return [hits[i] for i in order]
 
 
 @dataclass(frozen=True)
@@ -306,6 +353,15 @@ class Searcher:
             targets.sort(key=lambda t: (-t[1], t[0]))
         return Graph(adjacency, list(reached), by_strength(lost))
 
+    def keyword_weights(self, keywords: Sequence[str], generation: int) -> list[float]:
+        """The rarity weight of each recall keyword (:func:`keyword_weight`), from the term
+        index's statistics (``memory:term``, the same counts the keyword entry uses)."""
+        stats = self.collection_stats(generation)
+        per_keyword = [query_terms([k]) for k in keywords]
+        terms = list(dict.fromkeys(t for ts in per_keyword for t in ts))
+        df = self.document_frequencies(terms, POSTING_BUDGET + 1) if terms else {}
+        return [keyword_weight(stats.nodes, [df.get(t, 0) for t in ts]) for ts in per_keyword]
+
     def recall(
         self,
         seeds: Sequence[Seed],
@@ -313,43 +369,84 @@ class Searcher:
         relations: Sequence[str] | None,
         depth: int,
         limit: int,
+        max_chars: int | None = None,
         *,
+        weights: Sequence[float] | None = None,
         window: Window | None = None,
     ) -> str:
+        """The recall text: the walk (SPEC §5.4 steps 2–3), ranked (:func:`rank`) when
+        ``weights`` (one per keyword) are given and there are at least two keywords, cut to
+        ``limit`` entries (0 = unlimited) and ``max_chars`` characters (None = unlimited)."""
         if not seeds:
             return ""
         graph = self.fetch(seeds, depth, relations)
-        matches = self._nodes.matching(graph.reached, keywords) if keywords else None
+        ranked = weights is not None and len(keywords) >= 2
+        details: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
+        if ranked:
+            details = self._nodes.match_details(graph.reached, keywords)
+            matches: set[str] | None = set(details)
+        else:
+            matches = self._nodes.matching(graph.reached, keywords) if keywords else None
         if window is not None:
             # SPEC §5.6: nodes outside [since, until) are walked through, never returned.
             timely = self._listing.in_window(graph.reached, window)
             matches = timely if matches is None else matches & timely
-        hits = walk(seeds, graph.adjacency, matches, depth, limit)
-        return self.render([h.node for h in hits], relations, graph)
+        if ranked:
+            assert weights is not None
+            hits = rank(walk(seeds, graph.adjacency, matches, depth, 0), details, weights)
+            if limit:
+                hits = hits[:limit]
+        else:
+            hits = walk(seeds, graph.adjacency, matches, depth, limit)
+        return self.render([h.node for h in hits], relations, graph, max_chars)
 
-    def render(self, results: Sequence[str], relations: Sequence[str] | None, graph: Graph) -> str:
-        """The recall text of SPEC §5.4. The dangling links of results whose links ``graph``
-        already read are taken from it; only the others' are looked up."""
-        if not results:
-            return ""
-        texts = self._nodes.texts(results)
-        dangling = dict(graph.dangling)
-        todo = [nid for nid in results if nid not in graph.adjacency]
-        if todo:
-            dangling.update(self._links.dangling_outgoing(todo, relations))
+    def render(
+        self,
+        results: Sequence[str],
+        relations: Sequence[str] | None,
+        graph: Graph,
+        max_chars: int | None = None,
+    ) -> str:
+        """The recall text of SPEC §5.4, within ``max_chars`` (§5.4 v2: entries in result
+        order while the joined text fits; the first entry always whole; a perception entry
+        right after its result, counted in the characters). Texts and perceptions are read a
+        chunk of results at a time, so a small budget reads few nodes. The dangling links of
+        results whose links ``graph`` already read are taken from it; only the others' are
+        looked up."""
         t = self._templates
+        sep = len(t.entry_separator)
         entries: list[str] = []
-        for nid in results:
-            content, phrase = texts[nid]
-            entries.append(t.memory.format(content=content))
-            if nid in dangling:
-                names = [r for r in dict.fromkeys(dangling[nid]) if r]
-                if names:
-                    entries.append(
-                        t.forgotten_named.format(
-                            phrase=phrase, relations=t.relation_separator.join(names)
-                        )
-                    )
-                else:
-                    entries.append(t.forgotten_unnamed.format(phrase=phrase))
+        used = 0
+
+        def take(entry: str) -> bool:
+            nonlocal used
+            cost = len(entry) + (sep if entries else 0)
+            if entries and max_chars is not None and used + cost > max_chars:
+                return False
+            entries.append(entry)
+            used += cost
+            return True
+
+        for start in range(0, len(results), RENDER_CHUNK):
+            part = results[start : start + RENDER_CHUNK]
+            texts = self._nodes.texts(part)
+            dangling = {nid: graph.dangling[nid] for nid in part if nid in graph.dangling}
+            todo = [nid for nid in part if nid not in graph.adjacency]
+            if todo:
+                dangling.update(self._links.dangling_outgoing(todo, relations))
+            for nid in part:
+                if nid not in texts:  # pragma: no cover - a result is a live node
+                    continue
+                content, phrase = texts[nid]
+                if not take(t.memory.format(content=content)):
+                    return t.entry_separator.join(entries)
+                if nid in dangling:
+                    named, unnamed, joiner = t.perception(is_cjk_text(content))
+                    names = [r for r in dict.fromkeys(dangling[nid]) if r]
+                    if names:
+                        entry = named.format(phrase=phrase, relations=joiner.join(names))
+                    else:
+                        entry = unnamed.format(phrase=phrase)
+                    if not take(entry):
+                        return t.entry_separator.join(entries)
         return t.entry_separator.join(entries)

@@ -328,19 +328,26 @@ def remember(agent: str, file: str, data_dir: Path) -> None:
               help="Hops from the entry nodes (default: the config's default_search_depth).")
 @click.option("--entry", type=click.Choice(["focus", "keywords", "both"]), default="focus",
               show_default=True, help="Where the walk starts (SPEC §5.5).")
+@click.option("--limit", type=click.IntRange(min=0), default=None,
+              help="Most entries (default: the config's max_search_results, 100; 0 = unlimited).")
+@click.option("--max-chars", type=click.IntRange(min=0), default=None,
+              help="Longest text in characters (default: the config's recall_max_chars, 2000; "
+                   "0 = unlimited). The first entry is always printed whole.")
 @click.option("--english", is_flag=True,
               help="English templates ([memory] …) instead of the default Chinese ([记忆] …).")
 @data_dir_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
-           depth: int | None, entry: str, english: bool, data_dir: Path) -> None:
+           depth: int | None, entry: str, limit: int | None, max_chars: int | None,
+           english: bool, data_dir: Path) -> None:
     """Print what the agent recalls for KEYWORDs (plain text, for pipes).
 
-    No keyword matches every reached node. Opens the agent, so it fails (exit 1) while
+    No keyword matches every reached node. The most relevant memories come first (more of
+    the keywords, rarer ones, a stronger path). Opens the agent, so it fails (exit 1) while
     another process holds it.
 
     \b
     Example:
-      memory-rdf recall demo PostgreSQL 数据库 --depth 3 --entry both
+      memory-rdf recall demo PostgreSQL 数据库 --depth 3 --entry both --max-chars 500
       memory-rdf recall demo coffee --entry keywords --english
     """
     _existing_agent(agent, data_dir)
@@ -348,7 +355,7 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
                     templates=Templates.english() if english else Templates())
     with _open_manager(agent, data_dir, config, _model()) as mem:
         text = mem.recall(list(keywords), relations=list(relations) or None, depth=depth,
-                          entry=entry)
+                          entry=entry, limit=limit, max_chars=max_chars)
     if text:
         click.echo(text)
     else:

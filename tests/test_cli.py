@@ -201,6 +201,29 @@ def test_remember_then_recall_finds_keyword(work: Path, store_dir: Path) -> None
     assert "╭" not in result.stdout  # plain text, no decoration
 
 
+def test_recall_limit_and_max_chars(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    messages = [{"role": "user", "content": f"Topic {word}: " + f"{word} " * 30}
+                for word in ("apples", "boats", "clouds")]  # ~230 characters each: cut in two
+    ok = cli(tmp_path, "remember", "long", "-", data_dir=data, stdin=json.dumps(messages))
+    assert ok.returncode == 0, ok.stderr
+    whole = cli(tmp_path, "recall", "long", "--depth", "0", "--max-chars", "0", data_dir=data)
+    assert whole.returncode == 0, whole.stderr
+    parts = whole.stdout.rstrip("\n").split("\n---\n")
+    assert len(parts) >= 3
+    one = cli(tmp_path, "recall", "long", "--depth", "0", "--limit", "1", "--max-chars", "0",
+              data_dir=data)
+    assert one.stdout.rstrip("\n") == parts[0]
+    two = len(parts[0]) + 5 + len(parts[1])
+    for budget, expected in ((1, parts[:1]), (two - 1, parts[:1]), (two, parts[:2])):
+        cut = cli(tmp_path, "recall", "long", "--depth", "0", "--max-chars", str(budget),
+                  data_dir=data)
+        assert cut.stdout.rstrip("\n") == "\n---\n".join(expected)
+    for bad in (["--limit", "-1"], ["--max-chars", "-2"], ["--max-chars", "lots"]):
+        result = cli(tmp_path, "recall", "long", *bad, data_dir=data)
+        assert result.returncode == 2 and "Invalid value" in result.stderr
+
+
 def test_remember_from_stdin_and_bad_input(tmp_path: Path) -> None:
     data = tmp_path / "data"
     ok = cli(tmp_path, "remember", "piped", "-", data_dir=data,

@@ -179,8 +179,10 @@ def test_entry_modes_and_both_merges_best_first(kafka: MemoryManager) -> None:
     assert kafka.recall(["Kafka", "retention"], depth=1) == entries(f, d)
     assert kafka.recall(["Kafka", "retention"], depth=1, entry="keywords") == entries(o1, d, f, o2)
     # both: F (focus, 1.0, rank 0) · O1 (keyword, 1.0, after the focus) · D via the focus at
-    # 0.5 (its own seed, 0.42, comes later) · O2 (keyword, 0.34)
-    assert kafka.recall(["Kafka", "retention"], depth=1, entry="both") == entries(f, o1, d, o2)
+    # 0.5 (its own seed, 0.42, comes later) · O2 (keyword, 0.34) is the walk's order; ranked
+    # (SPEC §5.4 v2), O1 matches both keywords and comes first, the rest match one each and
+    # keep the walk's order
+    assert kafka.recall(["Kafka", "retention"], depth=1, entry="both") == entries(o1, f, d, o2)
     # the keyword seeds are not matched for free: only nodes containing a keyword appear
     assert kafka.recall(["retention"], depth=1, entry="both") == entries(o1)
     # no keywords: every reached node matches; no query terms means no keyword seeds

@@ -19,6 +19,15 @@ def entries(*contents: str) -> str:
     return SEP.join(f"[记忆] {c}" for c in contents)
 
 
+def forgot_en(phrase: str, relations: str = "") -> str:
+    """The default perception entry for a result whose content is not Chinese text."""
+    if relations:
+        return (f"[记忆] \u201c{phrase}\u201d is still linked to a memory I have forgotten "
+                f"({relations}); I cannot recall it")
+    return (f"[记忆] \u201c{phrase}\u201d is still linked to a memory I have forgotten; "
+            "I cannot recall it")
+
+
 @pytest.fixture
 def star(make_manager) -> MemoryManager:
     """root ↔ x1, x2, x3 (focus links, 1.0); x1 ↔ x2 ↔ x3 chain (0.5); focus = [x3].
@@ -123,28 +132,28 @@ def forgot(make_manager) -> MemoryManager:
 def test_perception_entry_for_dangling_links(forgot: MemoryManager) -> None:
     assert forgot.recall([], depth=1) == SEP.join([
         "[记忆] target node text",
-        "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
+        forgot_en("target nod", "上文"),
         "[记忆] root content long enough",
-        "[记忆] 「root conte」还关联着一段已经遗忘的记忆，我想不起来了",
+        forgot_en("root conte"),
     ])
     # whatever the hop: the root is at the depth limit here and still reports
     assert forgot.recall(["root"], depth=1) == SEP.join([
         "[记忆] root content long enough",
-        "[记忆] 「root conte」还关联着一段已经遗忘的记忆，我想不起来了",
+        forgot_en("root conte"),
     ])
 
 
 def test_perception_follows_the_relation_filter(forgot: MemoryManager) -> None:
     assert forgot.recall([], relations=["上文"], depth=1) == SEP.join([
         "[记忆] target node text",
-        "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
+        forgot_en("target nod", "上文"),
     ])
     assert forgot.recall([], relations=["下文"], depth=1) == "[记忆] target node text"
     # at depth 0 nothing is expanded: the perception is looked up for the result alone,
     # through the shortcut triples, with the same filter
     assert forgot.recall([], relations=["上文"], depth=0) == SEP.join([
         "[记忆] target node text",
-        "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
+        forgot_en("target nod", "上文"),
     ])
     assert forgot.recall([], relations=["下文"], depth=0) == "[记忆] target node text"
 
@@ -156,7 +165,7 @@ def test_perception_entries_do_not_count_toward_the_limit(make_manager) -> None:
     mem.run_compression_slice()
     assert mem.recall([], depth=1) == SEP.join([
         "[记忆] target node text",
-        "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
+        forgot_en("target nod", "上文"),
     ])
 
 
