@@ -208,7 +208,7 @@ def test_forgotten_memory_is_gone_from_recall_memories_and_sparql(make_manager) 
     assert after["nodes"] == before["nodes"] - 1
     assert after["dangling_links"] == before["dangling_links"] + 1
     # the agent still knows it once knew something
-    assert "还关联着一段已经遗忘的记忆" in mem.recall(["Miso"], depth=3)
+    assert "is still linked to a memory I have forgotten" in mem.recall(["Miso"], depth=3)
 
 
 def test_forget_leaves_the_focus_counts_only_known_ids_and_takes_iris(mem: MemoryManager) -> None:
@@ -297,7 +297,7 @@ def test_purge_erases_the_text_from_every_file(make_manager, data_dir: Path) -> 
     assert files_holding(data_dir, "Wallaby") == []
     # the rest of the memory is intact and the agent keeps working
     assert "Miso" in mem.recall(["Miso"], depth=2)
-    assert "还关联着一段已经遗忘的记忆" in mem.recall(["Miso"], depth=2)
+    assert "is still linked to a memory I have forgotten" in mem.recall(["Miso"], depth=2)
     remember(mem, "a new memory after the purge")
     assert mem.stats()["nodes"] == 3
     mem.close()
