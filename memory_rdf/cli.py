@@ -733,11 +733,11 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
     """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
     pip install "memory-rdf[mcp]").
 
-    Tools: remember, recall, stats, sparql, each with an optional agent_id argument (default
-    --agent). One process serves every agent in DATA_DIR; an agent held by another process
-    answers a tool error. HTTP listens on 127.0.0.1 unless --host says otherwise, which needs
-    --token. Stops on Ctrl-C / SIGTERM (HTTP) or when the client closes stdin (stdio);
-    remembers not yet processed stay journalled for the next start.
+    Tools: remember, recall, memories, forget, stats, sparql, each with an optional agent_id
+    argument (default --agent). One process serves every agent in DATA_DIR; an agent held by
+    another process answers a tool error. HTTP listens on 127.0.0.1 unless --host says
+    otherwise, which needs --token. Stops on Ctrl-C / SIGTERM (HTTP) or when the client closes
+    stdin (stdio); remembers not yet processed stay journalled for the next start.
 
     \b
     Examples:

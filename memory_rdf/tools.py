@@ -10,7 +10,7 @@ server, :mod:`memory_rdf.mcp_server`) serves the same tools.
 >>> from memory_rdf import MemoryManager
 >>> from memory_rdf.tools import anthropic_tools, call_tool
 >>> [tool["name"] for tool in anthropic_tools()]
-['remember', 'recall', 'stats', 'sparql']
+['remember', 'recall', 'memories', 'forget', 'stats', 'sparql']
 >>> with MemoryManager("bot", data_dir=tempfile.mkdtemp()) as mem:
 ...     print(call_tool(mem, "remember",
 ...                     {"messages": [{"role": "user", "content": "My cat is called Miso"}]}))
@@ -80,6 +80,16 @@ _AGENT_ID: dict[str, Any] = {
 _STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
 
+def _time_bound(which: str) -> dict[str, Any]:
+    edge = "at or after" if which == "since" else "before"
+    return {
+        "type": "string",
+        "description": f"Only memories said (or, without a said time, stored) {edge} this "
+                       "moment, ISO 8601 (e.g. 2026-11-01 or 2026-11-01T09:00:00Z; without a "
+                       "zone it is UTC).",
+    }
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=_json_default)
 
@@ -104,6 +114,16 @@ def _remember(mem: MemoryManager, args: dict[str, Any]) -> str:
 def _recall(mem: MemoryManager, args: dict[str, Any]) -> str:
     text = mem.recall(**args)
     return text or NOTHING_RECALLED
+
+
+def _memories(mem: MemoryManager, args: dict[str, Any]) -> str:
+    return _json(mem.memories(**args))
+
+
+def _forget(mem: MemoryManager, args: dict[str, Any]) -> str:
+    purge = args.get("purge", False)
+    count = mem.forget(args["ids"], purge=purge)
+    return _json({"forgotten": count, "purge": bool(purge)})
 
 
 def _stats(mem: MemoryManager, args: dict[str, Any]) -> str:
@@ -186,9 +206,60 @@ _TOOLS: tuple[_Tool, ...] = (
                                "discussed most recently; 'keywords' = the memories whose words "
                                "best match the keywords; 'both' = both (best for older facts).",
             },
+            "since": _time_bound("since"),
+            "until": _time_bound("until"),
         },
         required=("keywords",),
         run=_recall,
+    ),
+    _Tool(
+        name="memories",
+        description=(
+            "List stored memories, newest first, as JSON: each has id, content, phrase "
+            "(short summary), keywords, created_at, said_at (when it was said, or null), "
+            "scan_count, original_length, importance and in_focus. Use it to see what is "
+            "remembered about something, to cite or page through memories, or to find the ids "
+            "to pass to forget. Filters: keywords (a memory matches when one occurs in its "
+            "text or keywords, case-insensitive), since/until; page with limit and offset."
+        ),
+        properties={
+            "keywords": {
+                **_STRING_LIST,
+                "description": "Only memories containing one of these words (case-insensitive). "
+                               "Leave out for all memories.",
+            },
+            "since": _time_bound("since"),
+            "until": _time_bound("until"),
+            "limit": {"type": "integer", "minimum": 1,
+                      "description": "At most this many memories (default 100)."},
+            "offset": {"type": "integer", "minimum": 0,
+                       "description": "Skip this many of the newest first (default 0), to page."},
+        },
+        required=(),
+        run=_memories,
+    ),
+    _Tool(
+        name="forget",
+        description=(
+            "Forget memories on request (e.g. the user asks you to forget something): pass "
+            "their ids, found with the memories tool. A forgotten memory is gone from recall, "
+            "memories and sparql; memories linked to it only keep the knowledge that something "
+            "was forgotten. purge=true also erases its text from the disk (slower; for "
+            "privacy requests). Returns JSON with how many were forgotten; unknown ids are "
+            "ignored. This cannot be undone."
+        ),
+        properties={
+            "ids": {**_STRING_LIST, "minItems": 1,
+                    "description": "The ids of the memories to forget (the id field of "
+                                   "the memories tool's results)."},
+            "purge": {"type": "boolean",
+                      "description": "Also erase the text from every file on disk (default "
+                                     "false)."},
+        },
+        required=("ids",),
+        run=_forget,
+        read_only=False,
+        destructive=True,
     ),
     _Tool(
         name="stats",

@@ -23,7 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from helpers import memory_rdf_command
 
 TOKEN = "test-token-0123456789"
-NAMES = {"remember", "recall", "stats", "sparql"}
+NAMES = {"remember", "recall", "memories", "forget", "stats", "sparql"}
 MESSAGES = [{"role": "user", "content": "我们决定用 PostgreSQL 存订单数据"},
             {"role": "assistant", "content": "好的，JWT 登录由张伟负责"}]
 
@@ -65,11 +65,24 @@ async def _exercise(client: Client) -> None:
     good = await client.call_tool("recall", {"keywords": ["JWT"]})
     assert not good.is_error
     assert "JWT 登录由张伟负责" in _text(good)
+    timed = await client.call_tool("recall", {"keywords": ["JWT"], "until": "2000-01-01"})
+    assert _text(timed) == "(nothing recalled)"
 
     rows = json.loads(_text(await client.call_tool(
         "sparql", {"query": "SELECT (COUNT(?n) AS ?nodes) WHERE { ?n a memory:Node }"})))
     stats = json.loads(_text(await client.call_tool("stats", {})))
     assert rows == [{"nodes": stats["nodes"]}] and stats["nodes"] >= 1
+
+    # Forget on request: list, forget by id, gone from recall; the server keeps serving.
+    assert tools["forget"].annotations.destructive_hint is True
+    listed = json.loads(_text(await client.call_tool("memories", {"keywords": ["张伟"]})))
+    assert listed and all("张伟" in m["content"] for m in listed)
+    bad_forget = await client.call_tool("forget", {"ids": "all"})
+    assert bad_forget.is_error and "ids" in _text(bad_forget)
+    done = await client.call_tool("forget", {"ids": [m["id"] for m in listed]})
+    assert json.loads(_text(done)) == {"forgotten": len(listed), "purge": False}
+    assert "张伟" not in _text(await client.call_tool("recall", {"keywords": ["张伟"],
+                                                                "entry": "both"}))
 
     # Another agent through agent_id: its own memory, empty at first.
     other = await client.call_tool("recall", {"keywords": ["JWT"], "agent_id": "other"})

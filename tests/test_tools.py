@@ -22,7 +22,7 @@ from memory_rdf.tools import NOTHING_RECALLED, anthropic_tools, call_tool, opena
 
 from helpers import FAST, ScriptedModel
 
-NAMES = ["remember", "recall", "stats", "sparql"]
+NAMES = ["remember", "recall", "memories", "forget", "stats", "sparql"]
 # Both APIs: ^[a-zA-Z0-9_-]{1,64}$ for a function/tool name.
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -32,7 +32,7 @@ def _schemas() -> list[dict[str, object]]:
 
 
 def test_every_tool_is_listed_in_both_formats() -> None:
-    assert tool_names()[: len(NAMES)] == NAMES
+    assert tool_names() == NAMES
     assert [t["function"]["name"] for t in openai_tools()] == tool_names()
     assert [t["name"] for t in anthropic_tools()] == tool_names()
 
@@ -79,10 +79,14 @@ def test_schemas_accept_what_call_tool_accepts_and_refuse_the_rest() -> None:
         "remember": {"messages": [{"role": "user", "content": "hi",
                                    "timestamp": "2026-11-24T09:30:00Z"}]},
         "recall": {"keywords": ["JWT"], "depth": 2, "entry": "both", "agent_id": "bot"},
+        "memories": {"keywords": ["JWT"], "since": "2026-11-01", "limit": 10, "offset": 0},
+        "forget": {"ids": ["0123abcd"], "purge": True},
         "stats": {},
         "sparql": {"query": "ASK { ?s ?p ?o }"},
     }
     bad = {
+        "memories": {"limit": 0},
+        "forget": {"ids": []},
         "remember": {"messages": [{"role": "robot", "content": "hi"}]},
         "recall": {"keywords": "JWT"},
         "stats": {"verbose": True},
@@ -194,3 +198,39 @@ def test_system_routes_by_agent_id_and_manager_refuses_another(
         call_tool(mem, "stats", {"agent_id": "other"})
     with pytest.raises(InvalidTypeError, match="MemorySystem or a MemoryManager"):
         call_tool("solo", "stats", {})  # type: ignore[arg-type]
+
+
+def test_memories_and_forget_on_request(mem: MemoryManager) -> None:
+    call_tool(mem, "remember", {"messages": [
+        {"role": "user", "content": "Home address: 12 Elm Street", "timestamp":
+         "2026-01-05T10:00:00Z"},
+        {"role": "user", "content": "Favourite drink: green tea"}]})
+    listed = json.loads(call_tool(mem, "memories", {}))
+    assert [m["content"] for m in listed] == [m["content"] for m in mem.memories()]
+    assert {m["content"] for m in listed} == {"Home address: 12 Elm Street",
+                                               "Favourite drink: green tea"}
+    assert all(re.match(r"\d{4}-\d\d-\d\dT", m["created_at"]) for m in listed)
+    (address,) = json.loads(call_tool(mem, "memories", '{"keywords": ["elm"]}'))
+    assert address["said_at"].startswith("2026-01-05T10:00:00")
+    assert json.loads(call_tool(mem, "memories", {"since": "2026-01-06", "keywords": ["elm"]})) \
+        == []
+    assert len(json.loads(call_tool(mem, "memories", {"limit": 1, "offset": 1}))) == 1
+
+    done = json.loads(call_tool(mem, "forget", {"ids": [address["id"], "feedbeef"]}))
+    assert done == {"forgotten": 1, "purge": False}
+    assert "Elm" not in call_tool(mem, "recall", {"keywords": ["Elm"], "entry": "both"})
+    assert json.loads(call_tool(mem, "memories", {"keywords": ["elm"]})) == []
+    assert json.loads(call_tool(mem, "sparql", {
+        "query": 'ASK { ?n memory:content ?c FILTER(CONTAINS(?c, "Elm")) }'})) is False
+    again = json.loads(call_tool(mem, "forget", json.dumps({"ids": [address["id"]],
+                                                            "purge": True})))
+    assert again == {"forgotten": 0, "purge": True}
+    with pytest.raises(InvalidTypeError):
+        call_tool(mem, "forget", {"ids": "all"})
+    with pytest.raises(InvalidTypeError):
+        call_tool(mem, "forget", {"ids": [address["id"]], "purge": "yes"})
+    with pytest.raises(InvalidInputError, match="needs the argument ids"):
+        call_tool(mem, "forget", {"purge": True})
+    with pytest.raises((InvalidInputError, InvalidTypeError)):
+        call_tool(mem, "memories", {"since": "last tuesday"})
+    assert len(mem.memories()) == 1
