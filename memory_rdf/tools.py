@@ -208,6 +208,13 @@ _TOOLS: tuple[_Tool, ...] = (
             },
             "since": _time_bound("since"),
             "until": _time_bound("until"),
+            "limit": {"type": "integer", "minimum": 0,
+                      "description": "At most this many memories, best first (default: the "
+                                     "memory's setting, usually 100; 0 = no limit)."},
+            "max_chars": {"type": "integer", "minimum": 0,
+                          "description": "Keep the text within this many characters (default: "
+                                         "the memory's setting, usually 2000; 0 = no limit). "
+                                         "The first memory is always returned whole."},
         },
         required=("keywords",),
         run=_recall,

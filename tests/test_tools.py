@@ -78,7 +78,8 @@ def test_schemas_accept_what_call_tool_accepts_and_refuse_the_rest() -> None:
     good = {
         "remember": {"messages": [{"role": "user", "content": "hi",
                                    "timestamp": "2026-11-24T09:30:00Z"}]},
-        "recall": {"keywords": ["JWT"], "depth": 2, "entry": "both", "agent_id": "bot"},
+        "recall": {"keywords": ["JWT"], "depth": 2, "entry": "both", "agent_id": "bot",
+                   "limit": 5, "max_chars": 500, "since": "2026-11-01T00:00:00Z"},
         "memories": {"keywords": ["JWT"], "since": "2026-11-01", "limit": 10, "offset": 0},
         "forget": {"ids": ["0123abcd"], "purge": True},
         "stats": {},
@@ -117,6 +118,8 @@ def test_call_tool_with_dict_and_json_string_arguments(mem: MemoryManager) -> No
     assert "JWT" in call_tool(mem, "recall", '{"keywords": ["JWT"], "depth": 3}')
     assert call_tool(mem, "recall", b'{"keywords": ["Coffee"]}') == mem.recall(["Coffee"])
     assert call_tool(mem, "recall", {"keywords": ["nowhere-to-be-found"]}) == NOTHING_RECALLED
+    one = call_tool(mem, "recall", {"keywords": [], "limit": 1})
+    assert one == mem.recall([], limit=1) and "---" not in one
     stats = json.loads(call_tool(mem, "stats", ""))
     assert stats["nodes"] == 2 and stats["agent_id"] == "agent"
     assert json.loads(call_tool(mem, "stats", None)) == json.loads(call_tool(mem, "stats", "{}"))
@@ -156,6 +159,8 @@ def test_optional_arguments_given_as_null_count_as_left_out(mem: MemoryManager) 
         ("recall", {"keywords": ["x"], "depth": -1}, InvalidInputError, "depth"),
         ("recall", {"keywords": ["x"], "depth": "2"}, InvalidTypeError, "depth"),
         ("recall", {"keywords": ["x"], "entry": "everywhere"}, InvalidInputError, "entry"),
+        ("recall", {"keywords": ["x"], "limit": -1}, InvalidInputError, "limit"),
+        ("recall", {"keywords": ["x"], "max_chars": "500"}, InvalidTypeError, "max_chars"),
         ("remember", {"messages": []}, InvalidInputError, "must not be empty"),
         ("remember", {"messages": [{"role": "robot", "content": "hi"}]}, InvalidInputError,
          "role"),
