@@ -28,7 +28,7 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore, chunks
 from memory_rdf._store import (
-    AgentStore,
+    MemoryStore,
     WriteBatch,
     link_ref,
     lit,
@@ -95,8 +95,7 @@ class SliceReport:
 def forget_ops(batch: WriteBatch, nid: str) -> None:
     """Forget a node: its triples and the links out of it; links into it stay (dangling)."""
     ref = node_ref(nid)
-    batch.operation(f"DELETE WHERE {{ ?link {V.SOURCE} {ref} . ?link ?p ?o }}")
-    batch.operation(f"DELETE WHERE {{ {ref} ?p ?o }}")
+    batch.update("forget_node", node=ref)
 
 
 @dataclass
@@ -124,7 +123,7 @@ class _Chunk:
     rewrites: list[tuple[str, Processed]] = field(default_factory=list)
 
     @classmethod
-    def read(cls, store: AgentStore, ids: Sequence[str], keyword_index: bool) -> _Chunk:
+    def read(cls, store: MemoryStore, ids: Sequence[str], keyword_index: bool) -> _Chunk:
         chunk = cls(keyword_index=keyword_index)
         refs = [node_ref(i) for i in ids]
         for iri, content, original, scans, key in store.rows(render("scan_state", nodes=refs)):
@@ -164,19 +163,16 @@ class _Chunk:
             self.stored_links.pop(key, None)
         self.forgotten.append(nid)
 
-    def flush(self, store: AgentStore) -> None:
+    def flush(self, store: MemoryStore) -> None:
         """Write the net change since the last flush as one update."""
         batch = WriteBatch()
         for nid in self.forgotten:
             forget_ops(batch, nid)
         for source, target in self.removed_links:
-            lref = link_ref(source, target)
-            batch.operation(f"DELETE WHERE {{ {lref} ?p ?o }}")
+            batch.update("delete_link", link=link_ref(source, target))
             batch.delete([triple(node_ref(source), V.LINK_P, node_ref(target))])
         for nid, _ in self.rewrites:
-            ref = node_ref(nid)
-            for prop in (V.CONTENT, V.PHRASE, V.KEYWORD, V.TERM, V.TERM_COUNT):
-                batch.operation(f"DELETE WHERE {{ {ref} {prop} ?o }}")
+            batch.update("delete_node_text", node=node_ref(nid))
         deletes: list[str] = []
         inserts: list[str] = []
         for key, old in self.stored_links.items():
@@ -217,7 +213,7 @@ class Compressor:
     def __init__(
         self,
         *,
-        store: AgentStore,
+        store: MemoryStore,
         nodes: NodeStore,
         links: LinkStore,
         focus: FocusManager,
@@ -240,11 +236,11 @@ class Compressor:
 
     def next_batch(self, limit: int) -> list[str]:
         """The next ``limit`` nodes in scan order (SPEC §5.3), read from the scanOrder index."""
-        rows = self.store.rows(render("scan_order") + f"\nLIMIT {int(limit)}")
+        rows = self.store.rows(render("scan_order", limit=int(limit)))
         keys = [int(k) for _, k in rows]
         if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
             self.index_fallbacks += 1
-            rows = self.store.rows(render("scan_order_sorted") + f"\nLIMIT {int(limit)}")
+            rows = self.store.rows(render("scan_order_sorted", limit=int(limit)))
         return [node_id(r[0]) for r in rows]
 
     # -- a slice -------------------------------------------------------------------------------
@@ -369,7 +365,7 @@ class Compressor:
             candidates = count - len(focus)
             size = EVICTION_SAMPLE + excess
             offset = self._rng.randrange(max(candidates - size, 0) + 1)
-            query = render("eviction_sample") + f"\nOFFSET {int(offset)} LIMIT {int(size)}"
+            query = render("eviction_sample", offset=int(offset), size=int(size))
             sample = [n for n in (node_id(r[0]) for r in self.store.rows(query)) if n not in focus]
             ranked = sorted(sample, key=lambda n: (self.links.importance(n), n))
             victims = ranked[:excess]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory_rdf import _vocab as V
-from memory_rdf._store import AgentStore, WriteBatch, lit, node_id, node_ref, render, triple
+from memory_rdf._store import MemoryStore, WriteBatch, lit, node_id, node_ref, render, triple
 
 
 class FocusManager:
-    def __init__(self, store: AgentStore, limit: int) -> None:
+    def __init__(self, store: MemoryStore, limit: int) -> None:
         self._store = store
         self._limit = limit
 

@@ -14,10 +14,7 @@ from datetime import UTC, datetime
 
 from memory_rdf import _vocab as V
 from memory_rdf._exceptions import SchemaVersionError
-from memory_rdf._store import AgentStore, Term, WriteBatch, iri_ref, lit, render, triple
-
-_J = f"<{V.JOURNAL_GRAPH}>"
-_M = f"<{V.META_GRAPH}>"
+from memory_rdf._store import MemoryStore, Term, WriteBatch, iri_ref, lit, render, triple
 
 
 @dataclass
@@ -37,9 +34,9 @@ def task_ref(task_id: str) -> Term:
 
 
 class Journal:
-    def __init__(self, store: AgentStore) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self._seq = int(store.scalar(render("journal_last_seq"), 0))
+        self._seq = int(store.scalar(store.render("journal_last_seq"), 0))
 
     def add(self, text: str, said_at: datetime | None = None) -> JournalTask:
         """Write a pending task durably (one update) and return it."""
@@ -69,7 +66,7 @@ class Journal:
 
     def remove(self, batch: WriteBatch, task_id: str) -> None:
         """Add the task's removal to ``batch`` (the write that lands the memory)."""
-        batch.operation(f"DELETE WHERE {{ GRAPH {_J} {{ {task_ref(task_id)} ?p ?o }} }}")
+        batch.update("remove_task", task=task_ref(task_id))
 
     def discard(self, task_id: str) -> None:
         batch = WriteBatch()
@@ -115,7 +112,7 @@ class Journal:
         return changed
 
     def tasks(self, status: str | None = None) -> list[JournalTask]:
-        rows = self._store.rows(render("journal_tasks"))
+        rows = self._store.rows(self._store.render("journal_tasks"))
         out = [
             JournalTask(t[len(V.TASK):], seq, text, st, att, err or "", at, said)
             for t, seq, text, st, att, err, at, said in rows
@@ -123,23 +120,23 @@ class Journal:
         return [t for t in out if status is None or t.status == status]
 
     def count(self, status: str) -> int:
-        return int(self._store.scalar(render("journal_count", status=lit(status)), 0))
+        return int(self._store.scalar(self._store.render("journal_count", status=lit(status)), 0))
 
 
 class Metadata:
     """Schema version, agent id, creation time, last createdAt, kept in the meta graph."""
 
-    def __init__(self, store: AgentStore, agent_id: str) -> None:
+    def __init__(self, store: MemoryStore, agent_id: str) -> None:
         self._store = store
         s = f"<{V.META_SUBJECT}>"
-        rows = self._store.rows(render("store_metadata"))
+        rows = self._store.rows(self._store.render("store_metadata"))
         self.node_sequence = 0
         if not rows:
             self.last_created_at: datetime | None = None
             if store.ask(render("any_memory")):
                 # Memories but no metadata: written before schema version 1 existed.
                 raise SchemaVersionError(
-                    f"the memory store {store.path} has memories but no schema metadata "
+                    f"the memory store {store.location} has memories but no schema metadata "
                     f"(schema version 0, from a pre-release memory_rdf); this one reads version "
                     f"{V.SCHEMA_VERSION} and has no migration for it: export it "
                     "(memory-rdf export AGENT) and remember its contents into a new agent"
@@ -161,13 +158,13 @@ class Metadata:
         self.node_sequence = int(seq or 0)
         if int(version) > V.SCHEMA_VERSION:
             raise SchemaVersionError(
-                f"the memory store {store.path} was written by a newer memory_rdf "
+                f"the memory store {store.location} was written by a newer memory_rdf "
                 f"(schema version {version}, this one reads {V.SCHEMA_VERSION}); upgrade memory-rdf"
             )
         if int(version) < V.SCHEMA_VERSION:
             # No older schema version was ever released; a migration from one would go here.
             raise SchemaVersionError(
-                f"the memory store {store.path} has schema version {version}, older than the "
+                f"the memory store {store.location} has schema version {version}, older than the "
                 f"version {V.SCHEMA_VERSION} this memory_rdf reads, and no migration exists for "
                 "it: export it (memory-rdf export AGENT) and remember its contents into a new agent"
             )
@@ -176,8 +173,7 @@ class Metadata:
     def record_creation(self, batch: WriteBatch, last_created_at: datetime, sequence: int) -> None:
         """Add to ``batch``: the newest createdAt and creation sequence number handed out."""
         s = f"<{V.META_SUBJECT}>"
-        for prop in ("lastCreatedAt", "nodeSequence"):
-            batch.operation(f"DELETE WHERE {{ GRAPH {_M} {{ {s} {V.m(prop)} ?old }} }}")
+        batch.update("clear_creation_marks")
         batch.insert(
             [
                 triple(s, V.m("lastCreatedAt"), lit(last_created_at)),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
 from memory_rdf._store import (
-    AgentStore,
+    MemoryStore,
     WriteBatch,
     iri_ref,
     link_iri,
@@ -58,7 +58,7 @@ def by_strength(links: Sequence[tuple[str, float, str]]) -> dict[str, list[str]]
 
 
 class LinkStore:
-    def __init__(self, store: AgentStore, threshold: float) -> None:
+    def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
         self._threshold = lit(float(threshold))
 

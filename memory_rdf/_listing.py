@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_rdf._nodes import chunks
-from memory_rdf._store import AgentStore, Term, lit, node_id, node_ref, render
+from memory_rdf._store import MemoryStore, Term, lit, node_id, node_ref, render
 
 #: Stand-ins for an open end of the window (the queries always compare against a bound).
 _EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
@@ -35,7 +35,7 @@ _OPEN = Window(None, None)
 class Listing:
     """Pages of an agent's memories, newest first, with their keywords and importance."""
 
-    def __init__(self, store: AgentStore, threshold: float) -> None:
+    def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
         self._threshold = lit(float(threshold))
 
@@ -47,11 +47,8 @@ class Listing:
         offset: int,
     ) -> list[dict[str, Any]]:
         needles = [lit(k.lower()) for k in keywords] if keywords else None
-        query = render("memories", keywords=needles, **(window or _OPEN).terms())
-        if limit is not None:
-            query += f"\nLIMIT {int(limit)}"
-        if offset:
-            query += f"\nOFFSET {int(offset)}"
+        query = render("memories", keywords=needles, limit=limit, offset=offset or None,
+                       **(window or _OPEN).terms())
         rows = self._store.rows(query)
         ids = [node_id(r[0]) for r in rows]
         keywords_of: dict[str, list[str]] = {}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from memory_rdf import _vocab as V
-from memory_rdf._store import AgentStore, WriteBatch, lit, node_id, node_ref, render, triple
+from memory_rdf._store import MemoryStore, WriteBatch, lit, node_id, node_ref, render, triple
 
 #: Largest VALUES list per query: bigger lists made Oxigraph pick a bad plan (SPEC §7).
 CHUNK = 500
@@ -55,7 +55,7 @@ def node_triples(node: NodeData) -> list[str]:
 
 
 class NodeStore:
-    def __init__(self, store: AgentStore) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         self._store = store
 
     def add(self, batch: WriteBatch, node: NodeData) -> None:

@@ -16,7 +16,7 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import LinkData, LinkStore
 from memory_rdf._nodes import NodeData, NodeStore
-from memory_rdf._store import AgentStore, WriteBatch
+from memory_rdf._store import MemoryStore, WriteBatch
 from memory_rdf._text import index_terms
 from memory_rdf._types import Processed, SmallModel, check_processed
 
@@ -89,7 +89,7 @@ class Rememberer:
     def __init__(
         self,
         *,
-        store: AgentStore,
+        store: MemoryStore,
         nodes: NodeStore,
         links: LinkStore,
         focus: FocusManager,

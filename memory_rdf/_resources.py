@@ -39,6 +39,19 @@ def query_text(name: str) -> str:
     return (_package_dir("queries") / f"{name}.rq").read_text(encoding="utf-8")
 
 
+@cache
+def update_text(name: str) -> str:
+    """Text of ``queries/{name}.ru`` (an update template)."""
+    return (_package_dir("queries") / f"{name}.ru").read_text(encoding="utf-8")
+
+
+def update_names() -> list[str]:
+    return sorted(
+        p.name[: -len(".ru")] for p in _package_dir("queries").iterdir() if p.name.endswith(".ru")
+    )
+
+
+@cache
 def query_names() -> list[str]:
     return sorted(
         p.name[: -len(".rq")] for p in _package_dir("queries").iterdir() if p.name.endswith(".rq")

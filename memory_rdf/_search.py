@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,8 +26,7 @@ from memory_rdf._config import Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import NodeStore
-from memory_rdf._resources import query_text
-from memory_rdf._store import AgentStore, lit, node_id, render
+from memory_rdf._store import MemoryStore, lit, node_id, render
 from memory_rdf._text import is_cjk_text, tokenize
 
 #: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
@@ -57,28 +55,6 @@ OWN_BONUS = 0.5
 #: Ranking: the exponent of path strength in the score (0 = match quality alone, ties by the
 #: walk's order; 1 = match quality × path strength).
 STRENGTH_EXPONENT = 0.5
-
-_LIMIT_MARK = re.compile(r"LIMIT \d+(?=[ \t]*# @limit (\w+)[ \t]*$)", re.MULTILINE)
-
-
-def _set_limits(text: str, **limits: int) -> str:
-    """Set the ``LIMIT n  # @limit name`` lines of a shipped query's text to ``limits[name]``.
-
-    Applied to the ``.rq`` text before :func:`render` splices any term in, so only our own
-    lines are ever rewritten, and only with integers.
-    """
-    seen: set[str] = set()
-
-    def replace(match: re.Match[str]) -> str:
-        name = match.group(1)
-        seen.add(name)
-        return f"LIMIT {int(limits[name])}"
-
-    text = _LIMIT_MARK.sub(replace, text)
-    if seen != set(limits):
-        raise KeyError(f"query has no '@limit' line for {sorted(set(limits) - seen)}")
-    return text
-
 
 def query_terms(keywords: Sequence[str]) -> list[str]:
     """The query's terms (SPEC §5.5), de-duplicated in order of first appearance.
@@ -218,14 +194,14 @@ class Searcher:
         nodes: NodeStore,
         links: LinkStore,
         templates: Templates,
-        store: AgentStore | None = None,
+        store: MemoryStore | None = None,
     ) -> None:
         self._nodes = nodes
         self._links = links
         self._templates = templates
         # The keyword entry reads the term index itself; by default through the node store's
         # agent store (the same store, the same thread).
-        self._store: AgentStore = store if store is not None else nodes._store
+        self._store: MemoryStore = store if store is not None else nodes._store
         self._listing = Listing(self._store, 0.0)
         self._stats: CollectionStats | None = None
         self._frequent_df: dict[str, int] = {}
@@ -265,8 +241,10 @@ class Searcher:
         out = {t: self._frequent_df[t] for t in terms if t in self._frequent_df}
         todo = [t for t in terms if t not in out]
         if todo:
-            text = _set_limits(query_text("keyword_entry_df"), postings=cap)
-            query = render(text, keywords=[lit(t) for t in todo])
+            literals = [lit(t) for t in todo]
+            query = self._store.render(
+                "keyword_entry_df", keywords=literals, terms=literals, postings=int(cap)
+            )
             for term, df in self._store.rows(query):
                 out[term] = int(df)
                 if out[term] >= DF_CACHE_MIN:
@@ -308,15 +286,17 @@ class Searcher:
         entries = [
             lit(f"{bm25_idf(stats.nodes, df[t])!r} {stats.avgdl!r} {t}") for t in scored
         ]
-        text = _set_limits(
-            query_text("keyword_entry"),
+        query = self._store.render(
+            "keyword_entry",
+            keywords=entries,
+            terms=[lit(t) for t in scored],
             postings=POSTING_BUDGET,
             candidates=max(CANDIDATES, 5 * limit),
+            results=int(limit),
         )
-        query = render(text, keywords=entries)
         rows = [
             (iri, score)
-            for iri, score in self._store.rows(f"{query}\nLIMIT {int(limit)}")
+            for iri, score in self._store.rows(query)
             if isinstance(score, float) and score > 0
         ]
         if not rows:

@@ -1,13 +1,17 @@
-"""The one module that talks to pyoxigraph.
+"""The one module that talks to pyoxigraph, and the interface every store implements.
 
 Everything above it speaks in node ids, strengths and relation names. This module:
 
-* opens an agent's store (translating RocksDB's lock error into :class:`StoreLockedError`),
+* defines :class:`MemoryStore`, the operations the rest of the library needs (rows, scalar,
+  ask, commit a :class:`WriteBatch`, quads, the user's query, dump, ...): the embedded
+  :class:`AgentStore` here and the SPARQL endpoint store of ``_remote`` implement it,
 * serializes terms (:func:`node_ref`, :func:`lit`, ...) — the only way values reach SPARQL text,
-* renders the shipped ``.rq`` queries with those terms (see :func:`render`),
+* renders the shipped ``.rq`` queries and ``.ru`` updates with those terms (:func:`render`,
+  the one templating path),
+* translates every pyoxigraph error at one boundary (:func:`_storage_errors`),
 * runs queries, materializing rows in the calling thread (SPEC §7: result iterators must not
   cross threads), and runs each atomic write as exactly one ``update()`` (:class:`WriteBatch`),
-* answers the user's read-only SPARQL (SPEC §6).
+* answers the user's read-only SPARQL (SPEC §6; :func:`refuse_update` is the one refusal).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -28,15 +34,19 @@ import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
 from memory_rdf._exceptions import (
+    InvalidTypeError,
+    MemoryRDFError,
     SparqlError,
     StoreError,
     StoreLockedError,
     UpdateRefusedError,
 )
-from memory_rdf._resources import query_text
+from memory_rdf._resources import query_text, update_text
 
 __all__ = [
     "AgentStore",
+    "Graphs",
+    "MemoryStore",
     "Term",
     "WriteBatch",
     "link_ref",
@@ -101,28 +111,51 @@ def lit(value: str | int | float | bool | datetime) -> Term:
 
 _TOKEN = re.compile(
     r"(?P<marker>^[ \t]*# @(?P<kind>values|in|contains) (?P<var>\w+) (?P<name>\w+)[ \t]*$)"
+    r"|(?P<with>^[ \t]*# @with (?P<wname>\w+)[ \t]*$)"
+    r"|(?P<limit>(?P<lkw>LIMIT|OFFSET) \d+[ \t]*# @(?:limit|offset) (?P<lname>\w+)[ \t]*$)"
     r"|(?P<comment>(?<![<\w])#[^\n]*)"
     r"|\$(?P<param>[A-Za-z_]\w*)",
     re.MULTILINE,
 )
+_UNION = re.compile(
+    r"^[ \t]*# @union (?P<names>\w+(?: \w+)*)[ \t]*\n(?P<block>.*?)^[ \t]*# @end[ \t]*$",
+    re.MULTILINE | re.DOTALL,
+)
+
+Param = Term | Sequence[Term] | int | None
 
 
-def render(name_or_text: str, **params: Term | Sequence[Term] | None) -> str:
-    """Fill a query's parameters with serialized terms.
+def render(name_or_text: str, **params: Param) -> str:
+    """Fill a query's (or update's) parameters: the one templating path of the library.
 
-    Parameter syntax inside the ``.rq`` files (which stay valid SPARQL on their own, so a user
-    can run them unchanged):
+    Parameter syntax inside the ``.rq``/``.ru`` files (which stay valid SPARQL on their own, so
+    a user can run them unchanged):
 
     * ``$name`` — replaced by one term (an unbound variable when the file is run as-is);
     * ``# @values var name`` — replaced by ``VALUES ?var { t1 t2 … }``;
     * ``# @in var name`` — replaced by ``FILTER(?var IN (t1, t2, …))``; dropped when ``None``;
-    * ``# @contains var name`` — ``FILTER(CONTAINS(?var, t1) || …)``; dropped when ``None``.
+    * ``# @contains var name`` — ``FILTER(CONTAINS(?var, t1) || …)``; dropped when ``None``;
+    * ``# @with name`` — ``WITH <graph>`` before an update operation; dropped when ``None``
+      (the embedded store's memory network is its default graph, SPEC §2 and §8);
+    * ``LIMIT 10  # @limit name`` / ``OFFSET 0  # @offset name`` — the number set to the
+      ``int`` given as ``name``; dropped when ``None`` (no limit);
+    * ``# @union a b`` … ``# @end`` — the block between repeated once per element of the
+      sequences ``a``, ``b`` (equal lengths), ``$a``/``$b`` meaning that element, the copies
+      joined with ``UNION`` (the standard-SPARQL form of a ``LATERAL`` join, SPEC §8).
 
-    Every value must be a :class:`Term` (or a sequence of them): raw strings are refused. The
+    Every term must be a :class:`Term` (or a sequence of them): raw strings are refused. The
     text is scanned once, so nothing spliced in is ever read again as a parameter; other
-    comments are left as they are.
+    comments are left as they are. A name ending in ``.ru`` (or a text with an update) is an
+    update template from ``queries/``.
     """
-    text = query_text(name_or_text) if "\n" not in name_or_text else name_or_text
+    if "\n" in name_or_text:
+        text = name_or_text
+    elif name_or_text.endswith(".ru"):
+        text = update_text(name_or_text[:-3])
+    else:
+        text = query_text(name_or_text)
+    if "# @union" in text:
+        text, params = _expand_unions(text, params)
 
     def replace(match: re.Match[str]) -> str:
         if match.group("comment") is not None:
@@ -133,6 +166,16 @@ def render(name_or_text: str, **params: Term | Sequence[Term] | None) -> str:
                 raise KeyError(f"query parameter ${name} is not given")
             (term,) = _terms(name, params[name], many=False)
             return term
+        if match.group("with") is not None:
+            graph = params.get(match.group("wname"))
+            return "" if graph is None else f"WITH {_terms('with', graph, many=False)[0]}"
+        if match.group("limit") is not None:
+            value = params.get(match.group("lname"))
+            if value is None:
+                return ""
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise TypeError(f"{match.group('lname')!r} must be an int >= 0, got {value!r}")
+            return f"{match.group('lkw')} {value}"
         kind, var, name = match.group("kind", "var", "name")
         value = params.get(name)
         if value is None:
@@ -147,6 +190,34 @@ def render(name_or_text: str, **params: Term | Sequence[Term] | None) -> str:
         return "FILTER(" + " || ".join(f"CONTAINS(?{var}, {t})" for t in terms) + ")"
 
     return _TOKEN.sub(replace, text)
+
+
+def _expand_unions(text: str, params: dict[str, Param]) -> tuple[str, dict[str, Param]]:
+    """Unroll ``# @union`` blocks (on the template, before any term is spliced)."""
+    params = dict(params)
+    counter = 0
+
+    def expand(match: re.Match[str]) -> str:
+        nonlocal counter
+        names = match.group("names").split()
+        columns = [_terms(n, params.get(n), many=True) if params.get(n) is not None else []
+                   for n in names]
+        if len({len(c) for c in columns}) != 1:
+            raise ValueError(f"@union parameters {names} must have equal lengths")
+        copies: list[str] = []
+        for row in zip(*columns, strict=True):
+            block = match.group("block")
+            for n, term in zip(names, row, strict=True):
+                counter += 1
+                alias = f"{n}__{counter}"
+                params[alias] = term
+                block = re.sub(rf"\${n}\b", f"${alias}", block)
+            copies.append("{\n" + block + "}")
+        if not copies:
+            return "FILTER(false)\n"
+        return "\nUNION\n".join(copies) + "\n"
+
+    return _UNION.sub(expand, text), params
 
 
 def _terms(name: str, value: object, *, many: bool) -> list[Term]:
@@ -211,13 +282,41 @@ def to_python(term: object) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Graphs:
+    """Where a store keeps an agent's three graphs, as terms (``memory=None``: the default
+    graph, which the embedded store uses for the memory network, SPEC §2; an endpoint store
+    names all three, SPEC §8)."""
+
+    memory: Term | None
+    journal: Term
+    meta: Term
+
+    def params(self) -> dict[str, Param]:
+        return {"memory": self.memory, "journal": self.journal, "meta": self.meta}
+
+    def of(self, graph: str | None) -> Term | None:
+        """The term of a graph given by its embedded name (None: the memory network)."""
+        if graph is None:
+            return self.memory
+        if graph == V.JOURNAL_GRAPH:
+            return self.journal
+        if graph == V.META_GRAPH:
+            return self.meta
+        raise ValueError(f"unknown graph {graph!r}")
+
+
 class WriteBatch:
-    """Operations that must land together: committed as ONE ``Store.update()`` (SPEC §7)."""
+    """Operations that must land together: committed as ONE update request (SPEC §7, §8).
+
+    The operations are kept as data (triples and template names) and rendered by the store
+    that commits them, which knows where the agent's graphs are.
+    """
 
     __slots__ = ("_after", "_ops")
 
     def __init__(self) -> None:
-        self._ops: list[str] = []
+        self._ops: list[tuple[str, str, dict[str, Param], str | None]] = []
         self._after: list[Callable[[], None]] = []
 
     def after_commit(self, fn: Callable[[], None]) -> None:
@@ -231,17 +330,15 @@ class WriteBatch:
     def delete(self, triples: Iterable[str], graph: str | None = None) -> None:
         self._data("DELETE DATA", triples, graph)
 
-    def operation(self, rendered: str) -> None:
-        """A rendered update operation (DELETE/INSERT … WHERE …)."""
-        self._ops.append(rendered)
+    def update(self, name: str, **params: Param) -> None:
+        """The shipped update template ``queries/{name}.ru`` with ``params`` (see :func:`render`;
+        the graph parameters ``memory``, ``journal``, ``meta`` are filled in by the store)."""
+        self._ops.append(("update", name, params, None))
 
     def _data(self, verb: str, triples: Iterable[str], graph: str | None) -> None:
         body = "\n".join(triples)
-        if not body:
-            return
-        if graph is not None:
-            body = f"GRAPH {iri_ref(graph)} {{\n{body}\n}}"
-        self._ops.append(f"{verb} {{\n{body}\n}}")
+        if body:
+            self._ops.append((verb, body, {}, graph))
 
     def __bool__(self) -> bool:
         return bool(self._ops)
@@ -250,8 +347,24 @@ class WriteBatch:
         self._ops.clear()
         self._after.clear()
 
-    def text(self) -> str:
-        return " ;\n".join(self._ops)
+    def text(self, graphs: Graphs | None = None) -> str:
+        """The batch as one SPARQL Update request for a store whose graphs are ``graphs``
+        (default: the embedded layout)."""
+        graphs = graphs or EMBEDDED_GRAPHS
+        out: list[str] = []
+        for verb, body, params, graph in self._ops:
+            if verb == "update":
+                out.append(render(body + ".ru", **{**graphs.params(), **params}).strip())
+                continue
+            target = graphs.of(graph)
+            if target is not None:
+                body = f"GRAPH {target} {{\n{body}\n}}"
+            out.append(f"{verb} {{\n{body}\n}}")
+        return " ;\n".join(out)
+
+    def run_after_commit(self) -> None:
+        for fn in self._after:
+            fn()
 
 
 def triple(s: str, p: str, o: str) -> str:
@@ -301,8 +414,140 @@ _UPDATE_KEYWORDS = re.compile(
 _COMMENT = re.compile(r"#[^\n<>\"']*$", re.MULTILINE)
 
 
-class AgentStore:
-    """One agent's Oxigraph store (``path=None``: in memory)."""
+def refuse_update(query: object) -> str:
+    """The one read-only check of the user's SPARQL (``sparql()``, inspection, the CLI): the
+    query back, or :class:`UpdateRefusedError` for SPARQL Update."""
+    if not isinstance(query, str):
+        raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+    if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
+        raise UpdateRefusedError(
+            "SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: the memory is read-only "
+            "here; change it with remember() and forget()"
+        )
+    return query
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    return "lock" in str(exc).lower()
+
+
+@contextlib.contextmanager
+def _storage_errors(what: str, *, user_query: bool = False) -> Iterator[None]:
+    """The error boundary around every pyoxigraph call: RocksDB and engine errors become
+    :class:`StoreError` (``what`` says which store and what was being done); a parse error is
+    the user's :class:`SparqlError` for the user's query and a bug of ours otherwise."""
+    try:
+        yield
+    except MemoryRDFError:
+        raise
+    except SyntaxError as exc:
+        if user_query:
+            raise sparql_syntax_error(exc) from None
+        raise StoreError(f"internal SPARQL did not parse ({what}): {exc}") from exc
+    except OSError as exc:
+        if is_lock_error(exc):
+            raise StoreLockedError(
+                f"{what}: held by another process (or already open in this one); close it "
+                "there first, or inspect it read-only"
+            ) from exc
+        raise StoreError(f"{what}: {exc}") from exc
+    except (RuntimeError, ValueError) as exc:
+        raise StoreError(f"{what}: {exc}") from exc
+
+
+#: The embedded layout (SPEC §2): memory network in the default graph.
+EMBEDDED_GRAPHS = Graphs(
+    memory=None, journal=Term(f"<{V.JOURNAL_GRAPH}>"), meta=Term(f"<{V.META_GRAPH}>")
+)
+
+Row = tuple[Any, ...]
+UserResult = list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]
+
+
+class MemoryStore(ABC):
+    """What the library needs from a store (embedded: :class:`AgentStore`; a SPARQL 1.1
+    endpoint: ``memory_rdf._remote.RemoteStore``). Recall, remember, compression and
+    inspection speak only to this interface."""
+
+    #: The directory of an embedded store (None for an endpoint or an in-memory store).
+    path: Path | None = None
+    read_only: bool = False
+    #: Writes flushed to disk because FLUSH_AFTER_BYTES piled up (embedded only).
+    auto_flushes: int = 0
+    #: Where the agent's graphs are.
+    graphs: Graphs = EMBEDDED_GRAPHS
+    #: Only standard SPARQL 1.1 may be sent (no Oxigraph extensions such as LATERAL, §8).
+    standard_only: bool = False
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """The store's directory or endpoint URL, for messages."""
+
+    def render(self, name: str, **params: Param) -> str:
+        """:func:`render` with this store's graph parameters, choosing ``{name}_std`` (the
+        standard-SPARQL form) when the store takes standard SPARQL only and the file exists."""
+        if self.standard_only and "\n" not in name and not name.endswith(".ru"):
+            from memory_rdf._resources import query_names
+
+            if f"{name}_std" in query_names():
+                name = f"{name}_std"
+        return render(name, **{**self.graphs.params(), **params})
+
+    @abstractmethod
+    def rows(self, query: str) -> list[Row]:
+        """Run a SELECT; rows as tuples of Python values in projection order."""
+
+    def column(self, query: str) -> list[Any]:
+        return [row[0] for row in self.rows(query)]
+
+    def scalar(self, query: str, default: Any = None) -> Any:
+        rows = self.rows(query)
+        return rows[0][0] if rows and rows[0][0] is not None else default
+
+    @abstractmethod
+    def ask(self, query: str) -> bool: ...
+
+    @abstractmethod
+    def commit(self, batch: WriteBatch) -> None:
+        """Apply the batch atomically (one update request), then its after-commit hooks."""
+
+    @abstractmethod
+    def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
+              graph: str | None) -> list[tuple[Any, Any, Any]]:
+        """(s, p, o) of the matching triples of one graph (None: the memory network)."""
+
+    @abstractmethod
+    def user_query(self, query: str) -> UserResult:
+        """The user's read-only query over the memory network only (SPEC §6, §8)."""
+
+    @abstractmethod
+    def user_query_serialized(self, query: str, fmt: str) -> bytes:
+        """The user's query answered in a W3C results format (json, csv, tsv, xml)."""
+
+    @abstractmethod
+    def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
+        """The memory network (turtle, ntriples), or every graph of the agent (nquads, trig)."""
+
+    def flush(self) -> None:  # noqa: B027 - nothing to do for an endpoint
+        """Make the writes durable (embedded: RocksDB memtables to disk)."""
+
+    def optimize(self) -> None:  # noqa: B027 - nothing to do for an endpoint
+        """Compact the store (embedded only)."""
+
+    def rewrite(self) -> None:  # noqa: B027 - an endpoint's files are the server's
+        """Make deleted data unrecoverable from the store's files (embedded: a fresh copy,
+        forget(purge=True)); on an endpoint, the server's own storage decides."""
+
+    def maybe_optimize_in_background(self) -> bool:
+        return False
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class AgentStore(MemoryStore):
+    """One agent's embedded Oxigraph store (``path=None``: in memory)."""
 
     def __init__(self, path: Path | None, *, read_only: bool = False) -> None:
         self.path = path
@@ -310,9 +555,9 @@ class AgentStore:
         self._write_lock = threading.Lock()
         self._commits_since_optimize = 0
         self._unflushed = 0  # bytes of update text since the last flush()
-        self.auto_flushes = 0  # flushes made because FLUSH_AFTER_BYTES were written
+        self.auto_flushes = 0
         self._optimizer: threading.Thread | None = None
-        try:
+        with _storage_errors(f"cannot open the memory store {path}"):
             if path is None:
                 self._store: ox.Store | None = ox.Store()
             elif read_only:
@@ -321,13 +566,10 @@ class AgentStore:
                 _finish_rewrite(path)
                 path.mkdir(parents=True, exist_ok=True)
                 self._store = ox.Store(str(path))
-        except OSError as exc:
-            if "lock" in str(exc).lower():
-                raise StoreLockedError(
-                    f"the memory store {path} is held by another process (or is already open "
-                    "in this one); close it there first, or inspect it read-only"
-                ) from exc
-            raise StoreError(f"cannot open the memory store {path}: {exc}") from exc
+
+    @property
+    def location(self) -> str:
+        return str(self.path) if self.path is not None else "(in memory)"
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -345,32 +587,27 @@ class AgentStore:
             self._optimizer = None
         if self._store is not None:
             if not self.read_only and self.path is not None:
-                with contextlib.suppress(OSError):
-                    self._store.flush()
+                with contextlib.suppress(StoreError):
+                    self.flush()
             self._store = None
             gc.collect()
 
     def flush(self) -> None:
-        try:
+        with _storage_errors(f"cannot flush the memory store {self.path}"):
             self.store.flush()
-        except OSError as exc:
-            raise StoreError(f"cannot flush the memory store {self.path}: {exc}") from exc
 
     def optimize(self) -> None:
-        self.store.optimize()
+        with _storage_errors(f"cannot compact the memory store {self.path}"):
+            self.store.optimize()
         self._commits_since_optimize = 0
 
     #: Writes after which an idle agent's store is compacted in the background. RocksDB keeps
-    #: every write in its log until compaction (~23 kB per node written with small updates),
-    #: and a read-only open — how live inspection works — replays that log: measured at
-    #: 1,800 nodes, an open took 1.1 s before and 0.24 s after an optimize() of 0.3 s.
+    #: every write in its log until compaction, and a read-only open — how live inspection
+    #: works — replays that log (measurements: README, "Fixed pool").
     OPTIMIZE_AFTER_COMMITS = 1000
-    #: Bytes of updates after which the writer flushes RocksDB's memtables to disk. Without
-    #: it a store that keeps being written (compression of a busy agent) grew its process's
-    #: RSS steadily: benchmarks/soak.py (4 agents × 200 remembers, then compression) went
-    #: from 41 MB to a peak of 918 MB (+8 MB/s while compressing); with this flush, to a peak
-    #: of 356 MB (+1.2 MB/s while compressing). A flush also makes the writes survive a power
-    #: cut (SPEC §7).
+    #: Bytes of updates after which the writer flushes RocksDB's memtables to disk: without it
+    #: a busy agent's process grew its RSS steadily (benchmarks/soak.py). A flush also makes
+    #: the writes survive a power cut (SPEC §7).
     FLUSH_AFTER_BYTES = 4 * 2**20
 
     def maybe_optimize_in_background(self) -> bool:
@@ -387,7 +624,7 @@ class AgentStore:
         store = self.store
 
         def run() -> None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(StoreError), _storage_errors("background compaction"):
                 store.optimize()
 
         self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
@@ -444,125 +681,91 @@ class AgentStore:
 
     def bulk_load_nquads(self, path: Path) -> None:
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
-        try:
+        with _storage_errors(f"cannot bulk-load {path} into {self.path}"):
             self.store.bulk_load(path=str(path), format=ox.RdfFormat.N_QUADS)
-        except (OSError, SyntaxError) as exc:
-            raise StoreError(f"cannot bulk-load {path} into {self.path}: {exc}") from exc
 
     # -- internal queries ----------------------------------------------------------------------
 
-    def rows(self, query: str) -> list[tuple[Any, ...]]:
-        """Run a SELECT; rows as tuples of Python values in projection order."""
-        try:
+    def rows(self, query: str) -> list[Row]:
+        with _storage_errors(f"cannot read the memory store {self.path}"):
             result = self.store.query(query, prefixes=V.PREFIXES)
-        except OSError as exc:
-            raise StoreError(f"cannot read the memory store {self.path}: {exc}") from exc
-        assert isinstance(result, ox.QuerySolutions)
-        width = len(result.variables)
-        return [tuple(to_python(sol[i]) for i in range(width)) for sol in result]
-
-    def column(self, query: str) -> list[Any]:
-        return [row[0] for row in self.rows(query)]
-
-    def scalar(self, query: str, default: Any = None) -> Any:
-        rows = self.rows(query)
-        return rows[0][0] if rows and rows[0][0] is not None else default
+            assert isinstance(result, ox.QuerySolutions)
+            width = len(result.variables)
+            return [tuple(to_python(sol[i]) for i in range(width)) for sol in result]
 
     def ask(self, query: str) -> bool:
-        result = self.store.query(query, prefixes=V.PREFIXES)
-        return bool(result)
+        with _storage_errors(f"cannot read the memory store {self.path}"):
+            return bool(self.store.query(query, prefixes=V.PREFIXES))
 
     def commit(self, batch: WriteBatch) -> None:
-        """Apply the batch atomically (one ``update()``)."""
         if not batch:
             return
         text = batch.text()
         with self._write_lock:
             self._commits_since_optimize += 1
-            try:
+            with _storage_errors(f"cannot write the memory store {self.path}"):
                 self.store.update(text, prefixes=V.PREFIXES)
-            except SyntaxError as exc:  # a bug of ours, never user input
-                raise StoreError(f"internal update did not parse: {exc}\n{text[:2000]}") from exc
-            except OSError as exc:
-                raise StoreError(f"cannot write the memory store {self.path}: {exc}") from exc
             self._unflushed += len(text)
             if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                 self._unflushed = 0
                 self.auto_flushes += 1
-                with contextlib.suppress(OSError):  # the write landed; flushing is upkeep
-                    self.store.flush()
-        for fn in batch._after:
-            fn()
+                with contextlib.suppress(StoreError):  # the write landed; flushing is upkeep
+                    self.flush()
+        batch.run_after_commit()
 
     def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
               graph: str | None) -> list[tuple[Any, Any, Any]]:
         s = ox.NamedNode(subject) if subject else None
         p = ox.NamedNode(predicate) if predicate else None
         g = ox.NamedNode(graph) if graph else ox.DefaultGraph()
-        return [
-            (to_python(q.subject), to_python(q.predicate), to_python(q.object))
-            for q in self.store.quads_for_pattern(s, p, None, g)
-        ]
+        with _storage_errors(f"cannot read the memory store {self.path}"):
+            return [
+                (to_python(q.subject), to_python(q.predicate), to_python(q.object))
+                for q in self.store.quads_for_pattern(s, p, None, g)
+            ]
 
     # -- the user's SPARQL (SPEC §6) -----------------------------------------------------------
 
-    def user_query(self, query: str) -> list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]:
-        if not isinstance(query, str):
-            from memory_rdf._exceptions import InvalidTypeError
+    def _user_result(self, query: str) -> ox.QuerySolutions | ox.QueryBoolean | ox.QueryTriples:
+        refuse_update(query)
+        return self.store.query(
+            query, prefixes=V.PREFIXES, default_graph=ox.DefaultGraph(), named_graphs=[]
+        )
 
-            raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
-        if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
-            raise UpdateRefusedError(
-                "sparql() is read-only: SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused"
-            )
-        try:
-            result = self.store.query(
-                query,
-                prefixes=V.PREFIXES,
-                default_graph=ox.DefaultGraph(),
-                named_graphs=[],
-            )
-        except SyntaxError as exc:
-            raise sparql_syntax_error(exc) from None
-        except OSError as exc:
-            raise StoreError(f"cannot read the memory store {self.path}: {exc}") from exc
-        if isinstance(result, ox.QueryBoolean):
-            return bool(result)
-        if isinstance(result, ox.QuerySolutions):
-            names = [v.value for v in result.variables]
-            out: list[dict[str, Any]] = []
-            for sol in result:
-                row: dict[str, Any] = {}
-                for i, name in enumerate(names):
-                    term = sol[i]
-                    if term is not None:
-                        row[name] = to_python(term)
-                out.append(row)
-            return out
-        return [
-            (to_python(t.subject), to_python(t.predicate), to_python(t.object)) for t in result
-        ]
+    def user_query(self, query: str) -> UserResult:
+        with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
+            result = self._user_result(query)
+            if isinstance(result, ox.QueryBoolean):
+                return bool(result)
+            if isinstance(result, ox.QuerySolutions):
+                names = [v.value for v in result.variables]
+                out: list[dict[str, Any]] = []
+                for sol in result:
+                    row: dict[str, Any] = {}
+                    for i, name in enumerate(names):
+                        term = sol[i]
+                        if term is not None:
+                            row[name] = to_python(term)
+                    out.append(row)
+                return out
+            return [
+                (to_python(t.subject), to_python(t.predicate), to_python(t.object))
+                for t in result
+            ]
 
     def user_query_serialized(self, query: str, fmt: str) -> bytes:
-        """The user's query answered in a W3C results format (json, csv, tsv, xml)."""
-        if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
-            raise UpdateRefusedError("SPARQL Update is refused: inspection is read-only")
-        try:
-            result = self.store.query(
-                query, prefixes=V.PREFIXES, default_graph=ox.DefaultGraph(), named_graphs=[]
-            )
-        except SyntaxError as exc:
-            raise sparql_syntax_error(exc) from None
         formats = {
             "json": ox.QueryResultsFormat.JSON,
             "csv": ox.QueryResultsFormat.CSV,
             "tsv": ox.QueryResultsFormat.TSV,
             "xml": ox.QueryResultsFormat.XML,
         }
-        if isinstance(result, ox.QueryTriples):
-            data = result.serialize(format=ox.RdfFormat.N_TRIPLES)
-        else:
-            data = result.serialize(format=formats[fmt])
+        with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
+            result = self._user_result(query)
+            if isinstance(result, ox.QueryTriples):
+                data = result.serialize(format=ox.RdfFormat.N_TRIPLES)
+            else:
+                data = result.serialize(format=formats[fmt])
         assert data is not None
         return data
 
@@ -580,7 +783,8 @@ class AgentStore:
             kwargs["from_graph"] = ox.DefaultGraph()
         if fmt in ("turtle", "trig"):
             kwargs["prefixes"] = V.PREFIXES
-        data = self.store.dump(**kwargs)
+        with _storage_errors(f"cannot export the memory store {self.path}"):
+            data = self.store.dump(**kwargs)
         assert data is not None
         return data
 
@@ -607,6 +811,68 @@ def _finish_rewrite(path: Path) -> None:
         for leftover in (new, old):
             if leftover.exists():
                 shutil.rmtree(leftover, ignore_errors=True)
+
+
+def parse_ntriples(data: bytes) -> list[tuple[Any, Any, Any]]:
+    """(s, p, o) Python values of an N-Triples document (what an endpoint's CONSTRUCT sends)."""
+    with _storage_errors("cannot read the endpoint's N-Triples answer"):
+        return [
+            (to_python(t.subject), to_python(t.predicate), to_python(t.object))
+            for t in ox.parse(data, format=ox.RdfFormat.N_TRIPLES)
+        ]
+
+
+def reserialize(data: bytes, fmt: str) -> bytes:
+    """N-Quads (or N-Triples) bytes in another RDF format (turtle, trig, ntriples, nquads)."""
+    formats = {"turtle": ox.RdfFormat.TURTLE, "trig": ox.RdfFormat.TRIG,
+               "ntriples": ox.RdfFormat.N_TRIPLES, "nquads": ox.RdfFormat.N_QUADS}
+    with _storage_errors(f"cannot convert the endpoint's answer to {fmt}"):
+        quads = list(ox.parse(data, format=ox.RdfFormat.N_QUADS))
+        kwargs: dict[str, Any] = {"format": formats[fmt]}
+        if fmt in ("turtle", "trig"):
+            kwargs["prefixes"] = V.PREFIXES
+        if fmt in ("turtle", "ntriples"):
+            out = ox.serialize([q.triple for q in quads], **kwargs)
+        else:
+            out = ox.serialize(quads, **kwargs)
+    assert out is not None
+    return out
+
+
+def term_from_json(binding: dict[str, str]) -> Term:
+    """A SPARQL JSON results binding (``{"type": "uri", "value": …}``) as a serialized term."""
+    kind = binding.get("type")
+    value = binding.get("value", "")
+    if kind == "uri":
+        return iri_ref(value)
+    if kind == "bnode":
+        return Term(str(ox.BlankNode(value)))
+    lang = binding.get("xml:lang")
+    if lang:
+        return Term(str(ox.Literal(value, language=lang)))
+    datatype = binding.get("datatype")
+    if datatype:
+        return Term(str(ox.Literal(value, datatype=ox.NamedNode(datatype))))
+    return Term(str(ox.Literal(value)))
+
+
+def python_from_json(binding: dict[str, str] | None) -> Any:
+    """A SPARQL JSON results binding as :func:`to_python` would give it."""
+    if binding is None:
+        return None
+    kind = binding.get("type")
+    value = binding.get("value", "")
+    if kind == "uri":
+        return value
+    if kind == "bnode":
+        return f"_:{value}"
+    convert = _CONVERT.get(binding.get("datatype", ""))
+    if convert is None:
+        return value
+    try:
+        return convert(value)
+    except ValueError:
+        return value
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,7 @@ import pytest
 from pyoxigraph import Literal, NamedNode, Store
 
 from memory_rdf import _store
-from memory_rdf._resources import query_names, query_text
+from memory_rdf._resources import query_names, query_text, update_names, update_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,8 +36,56 @@ def test_every_query_file_parses_and_has_a_header() -> None:
             "links": [_store.link_ref("0" * 32, "1" * 32)], "status": _store.lit("pending"),
             "since": _store.lit(datetime(2024, 1, 1, tzinfo=UTC)),
             "until": _store.lit(datetime(2025, 1, 1, tzinfo=UTC)),
+            "terms": [_store.lit("jwt")], "lease": node, **_store.EMBEDDED_GRAPHS.params(),
         }
         store.query(_store.render(name, **params), prefixes=_store.V.PREFIXES)
+
+
+@pytest.mark.parametrize("graphs", [_store.EMBEDDED_GRAPHS, _store.Graphs(
+    memory=_store.iri_ref("https://w3id.org/memory-rdf/agent/a"),
+    journal=_store.iri_ref("https://w3id.org/memory-rdf/agent/a/journal"),
+    meta=_store.iri_ref("https://w3id.org/memory-rdf/agent/a/meta"),
+)], ids=["embedded", "endpoint"])
+def test_every_update_file_parses_and_has_a_header(graphs: _store.Graphs) -> None:
+    names = update_names()
+    assert {"forget_node", "delete_link", "delete_node_text", "remove_task",
+            "clear_creation_marks"} <= set(names)
+    store = Store()
+    for name in names:
+        text = update_text(name)
+        assert text.startswith(f"# {name} — "), name
+        assert "Output" in text, name
+        store.update(text, prefixes=_store.V.PREFIXES)  # as shipped
+        node = _store.node_ref("0" * 32)
+        params = {"node": node, "link": _store.link_ref("0" * 32, "1" * 32),
+                  "task": _store.iri_ref(_store.V.TASK + "0" * 32), "lease": node,
+                  "holder": _store.lit("me"), "now": _store.lit(1), "expires": _store.lit(2)}
+        batch = _store.WriteBatch()
+        batch.update(name, **params)
+        rendered = batch.text(graphs)
+        assert ("WITH" in rendered) == (graphs.memory is not None and "@with" in text)
+        store.update(rendered, prefixes=_store.V.PREFIXES)
+
+
+def test_standard_forms_of_lateral_queries_give_the_same_answers() -> None:
+    store = _store.AgentStore(None)
+    batch = _store.WriteBatch()
+    for i, terms in enumerate([("jwt", "login"), ("jwt",), ("login", "v2"), ("v2",)]):
+        node = _store.node_ref(f"{i:032x}")
+        batch.insert([_store.triple(node, _store.V.TERM, _store.lit(t)) for t in terms])
+        batch.insert([_store.triple(node, _store.V.TERM_COUNT, _store.lit(len(terms)))])
+    store.commit(batch)
+    terms = [_store.lit(t) for t in ("jwt", "v2", "absent")]
+    df = {"keywords": terms, "terms": terms, "postings": 3}
+    assert sorted(store.rows(_store.render("keyword_entry_df", **df))) == sorted(
+        store.rows(_store.render("keyword_entry_df_std", **df))
+    ) == [("jwt", 2), ("v2", 2)]
+    entries = [_store.lit(f"{idf!r} 1.5 {t}") for idf, t in ((0.7, "jwt"), (0.9, "v2"))]
+    entry = {"keywords": entries, "terms": [_store.lit("jwt"), _store.lit("v2")],
+             "postings": 10, "candidates": 10, "results": 3}
+    lateral = store.rows(_store.render("keyword_entry", **entry))
+    assert len(lateral) == 3
+    assert lateral == store.rows(_store.render("keyword_entry_std", **entry))
 
 
 def test_render_refuses_raw_strings() -> None:
@@ -66,6 +114,7 @@ def test_wheel_contains_and_loads_the_resources(tmp_path: Path) -> None:
         "memory_rdf/ontology/shapes.ttl",
         "memory_rdf/queries/importance.rq",
         "memory_rdf/queries/live_outgoing_links.rq",
+        "memory_rdf/queries/forget_node.ru",
         "memory_rdf/data/demo_conversation.json",
         "memory_rdf/web/graph.html",
         "memory_rdf/web/graph.css",

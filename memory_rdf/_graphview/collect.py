@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_rdf._focus import FocusManager
 from memory_rdf._nodes import chunks
-from memory_rdf._store import AgentStore, node_id, node_ref, render
+from memory_rdf._store import MemoryStore, node_id, node_ref, render
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -93,7 +93,7 @@ class GraphView:
         return [(a, b, ab, ba) for (a, b), (ab, ba) in out.items()]
 
 
-def _links_touching(store: AgentStore, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+def _links_touching(store: MemoryStore, ids: Sequence[str]) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     for part in chunks(ids):
         rows.extend(store.rows(render("graph_links", nodes=[node_ref(i) for i in part])))
@@ -101,7 +101,7 @@ def _links_touching(store: AgentStore, ids: Sequence[str]) -> list[tuple[Any, ..
 
 
 def collect_view(
-    store: AgentStore,
+    store: MemoryStore,
     depth: int = DEFAULT_DEPTH,
     limit: int = DEFAULT_LIMIT,
     threshold: float = DEFAULT_THRESHOLD,
