@@ -36,14 +36,14 @@ def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, float, int
     """(scans/s including the model, scans/s excluding it, scans, model calls)."""
     scanned = calls = 0
     spent = 0.0
-    model_before = mem.compressor.stats.seconds
+    model_before = mem._compressor.stats.seconds
     for _ in range(slices):
         start = time.perf_counter()
         report = mem.run_compression_slice()
         spent += time.perf_counter() - start
         scanned += report["scanned"]
         calls += report["model_calls"]
-    in_model = mem.compressor.stats.seconds - model_before
+    in_model = mem._compressor.stats.seconds - model_before
     return scanned / spent, scanned / max(spent - in_model, 1e-9), scanned, calls
 
 
@@ -65,7 +65,7 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float) -> No
     for label, model in (("FastModel", FastModel()), ("built-in model", HeuristicModel())):
         with MemoryManager(path.name, data_dir=tmp, config=config, model=model) as mem:
             if label == "FastModel":
-                comp = mem.compressor
+                comp = mem._compressor
                 store = mem._store
                 assert store is not None
                 sorted_q = render("scan_order_sorted") + "\nLIMIT 100"

@@ -85,8 +85,8 @@ def measure(base: Path, nodes: int, repeat: int) -> None:
 
     config = Config(auto_compress=False, max_queue_size=100_000)
     with MemoryManager(with_terms.name, data_dir=with_terms.parent, config=config) as mem:
-        searcher = mem.searcher
-        generation = mem.metadata.node_sequence
+        searcher = mem._searcher
+        generation = mem._metadata.node_sequence
         stats_ms = []
         for _ in range(3):
             searcher._stats = None

@@ -270,19 +270,19 @@ def reaches_answer(mem: MemoryManager, fact: Fact, depth: int, mode: str) -> boo
     """Whether the walk of ``recall(fact.keywords, depth=depth, entry=mode)`` reaches, within
     ``depth`` hops, a node holding the answer — returned or not (the seeds as the manager
     builds them, SPEC §5.4 / §5.5)."""
-    searcher = mem.searcher
+    searcher = mem._searcher
     seeds: list[Seed] = []
     if mode in ("focus", "both"):
-        seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(mem.focus.ids())]
+        seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(mem._focus.ids())]
     if mode in ("keywords", "both"):
         seeds += searcher.keyword_seeds(
             list(fact.keywords), mem.config.max_entry_nodes, first_rank=len(seeds),
-            generation=mem.metadata.node_sequence,
+            generation=mem._metadata.node_sequence,
         )
     if not seeds:
         return False
     reached = searcher.fetch(seeds, depth, None).reached
-    return any(fact.evidence in content for content, _ in mem.nodes.texts(reached).values())
+    return any(fact.evidence in content for content, _ in mem._nodes.texts(reached).values())
 
 
 def layout(mem: MemoryManager, fact: Fact) -> str:

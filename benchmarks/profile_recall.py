@@ -108,7 +108,7 @@ def run(mem: MemoryManager, args: argparse.Namespace) -> None:
 
     store = mem._store
     assert store is not None
-    seeds = [Seed(n, 1.0, i) for i, n in enumerate(mem.focus.ids())]
+    seeds = [Seed(n, 1.0, i) for i, n in enumerate(mem._focus.ids())]
     limit = mem.config.max_search_results
     threshold = lit(float(mem.config.link_break_threshold))
     print(f"{mem.stats()['nodes']:,} nodes; seeds: the {len(seeds)} focus nodes\n")
@@ -116,15 +116,15 @@ def run(mem: MemoryManager, args: argparse.Namespace) -> None:
     trivial = "SELECT ?x WHERE { VALUES ?x { 1 } }"
     round_trip = median_ms(lambda: store.rows(trivial), 500)
     print(f"one SPARQL round trip (1 constant row): {round_trip:.3f} ms")
-    print(f"focus_nodes query: {median_ms(lambda: mem.focus.ids(), 200):.3f} ms\n")
+    print(f"focus_nodes query: {median_ms(lambda: mem._focus.ids(), 200):.3f} ms\n")
 
     for keywords in ([], ["login"]):
         for depth in (2, 4):
             label = f"depth {depth}, keywords {keywords or '(none)'}"
-            total = median_ms(functools.partial(mem.searcher.recall, seeds, keywords, None,
+            total = median_ms(functools.partial(mem._searcher.recall, seeds, keywords, None,
                                                 depth, limit), args.repeat)
             with Recorder(store) as rec:
-                mem.searcher.recall(seeds, keywords, None, depth, limit)
+                mem._searcher.recall(seeds, keywords, None, depth, limit)
             print(f"== {label}: recall p50 {total:.2f} ms, {len(rec.log)} queries")
             print(f"   {'query':<22}{'rows':>6}{'ms':>8}{'query':>9}{'iterate':>9}"
                   f"{'convert':>9}{'µs/row':>9}")
@@ -146,7 +146,7 @@ def run(mem: MemoryManager, args: argparse.Namespace) -> None:
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(args.repeat):
-            mem.searcher.recall(seeds, ["login"], None, 4, limit)
+            mem._searcher.recall(seeds, ["login"], None, 4, limit)
         profile.disable()
         buf = io.StringIO()
         pstats.Stats(profile, stream=buf).sort_stats("tottime").print_stats(18)

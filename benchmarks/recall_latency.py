@@ -78,7 +78,7 @@ def main() -> None:
         print(f"built {st['nodes']} nodes, {st['links']} links in {seconds:.1f} s "
               f"({st['nodes'] / seconds:.0f} nodes/s through remember)")
         adjacency, texts, keywords = dict_reference(mem)
-        focus = mem.focus.ids()
+        focus = mem._focus.ids()
         seeds = [Seed(n, 1.0, i) for i, n in enumerate(focus)]
         limit = config.max_search_results
 
@@ -104,7 +104,7 @@ def main() -> None:
                 base = timed(lambda w=words, d=depth: dict_recall(w, d), args.repeat)
                 api = timed(lambda w=words, d=depth: mem.recall(w, depth=d), args.repeat)
                 direct = timed(
-                    lambda w=words, d=depth: mem.searcher.recall(seeds, w, None, d, limit),
+                    lambda w=words, d=depth: mem._searcher.recall(seeds, w, None, d, limit),
                     args.repeat,
                 )
                 b50, b95 = percentiles(base)

@@ -373,12 +373,12 @@ class SizeRun:
         limit = self.config.max_search_results
         queries = [Query(label, kws, rels, depth, limit)
                    for depth in DEPTHS for label, kws, rels in QUERIES]
-        seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(mem.focus.ids())]
+        seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(mem._focus.ids())]
         timer = Timer(repeat=self.mode.repeat, min_repeat=3, budget_s=self.mode.budget_s)
 
         def oxi_search(q: Query) -> str:
             rels = None if q.relations is None else list(q.relations)
-            return mem.searcher.recall(seeds, list(q.keywords), rels, q.depth, q.limit)
+            return mem._searcher.recall(seeds, list(q.keywords), rels, q.depth, q.limit)
 
         def oxi_recall(q: Query) -> str:
             rels = None if q.relations is None else list(q.relations)
@@ -453,14 +453,14 @@ class SizeRun:
 
     def importance(self, mem: MemoryManager, snapshot: Snapshot | None) -> None:
         rng = random.Random(self.size)
-        focus = set(mem.focus.ids())
+        focus = set(mem._focus.ids())
         assert mem._store is not None
         ids = [i for i in (r[0].rsplit("/", 1)[1] for r in mem._store.rows(
             "SELECT ?n WHERE { ?n memory:scanOrder ?k } LIMIT 20000")) if i not in focus]
         sample = rng.sample(ids, min(len(ids), self.mode.importance_sample))
         result: dict[str, Any] = {"nodes_sampled": len(sample)}
-        result["oxigraph"] = summary(_each(sample, mem.links.importance))
-        got = {n: mem.links.importance(n) for n in sample}
+        result["oxigraph"] = summary(_each(sample, mem._links.importance))
+        got = {n: mem._links.importance(n) for n in sample}
         for prefix, label in (("python dict", "baseline_dict"), ("sqlite", "baseline_sqlite")):
             peer = self.peer(prefix)
             if peer is None:
@@ -483,13 +483,13 @@ class SizeRun:
         store = mem._store
         sorted_q = render("scan_order_sorted") + "\nLIMIT 100"
         expected = [r[0].rsplit("/", 1)[1] for r in store.rows(sorted_q)]
-        got = mem.compressor.next_batch(100)
+        got = mem._compressor.next_batch(100)
         result: dict[str, Any] = {
-            "oxigraph": summary(timed_ms(lambda: mem.compressor.next_batch(100),
+            "oxigraph": summary(timed_ms(lambda: mem._compressor.next_batch(100),
                                          self.mode.repeat)),
             "baseline_order_by": summary(timed_ms(lambda: store.rows(sorted_q),
                                                   max(3, self.mode.repeat // 10))),
-            "index_fallbacks": mem.compressor.index_fallbacks,
+            "index_fallbacks": mem._compressor.index_fallbacks,
         }
         checks = {"baseline_order_by": expected}
         for prefix, label in (("python dict", "baseline_dict"), ("sqlite", "baseline_sqlite")):
@@ -542,10 +542,10 @@ class SizeRun:
         model = FastModel()
         store = mem._store
         assert store is not None
-        current = mem.focus.current()
-        texts = mem.nodes.texts([nid for nid, _ in current])
+        current = mem._focus.current()
+        texts = mem._nodes.texts([nid for nid, _ in current])
         focus_text = {nid: texts.get(nid, ("", ""))[0] for nid, _ in current}
-        seq = mem.metadata.node_sequence
+        seq = mem._metadata.node_sequence
         created = datetime.now(UTC)
         spent = 0.0
         for i in range(n):
@@ -557,7 +557,7 @@ class SizeRun:
                 seq += 1
                 p = model.process(sentence(rng, 20_000_000 + i * per + k))
                 contents.append(p.content)
-                mem.nodes.add(batch, NodeData(nid, p.content, p.phrase, p.keywords, created,
+                mem._nodes.add(batch, NodeData(nid, p.content, p.phrase, p.keywords, created,
                                               len(p.content), seq, 0, []))
             links = []
             for a, b in zip(ids, ids[1:], strict=False):
@@ -566,8 +566,8 @@ class SizeRun:
                 for fid, _ in current:
                     rel = model.relation(content, focus_text.get(fid, ""))
                     links += [LinkData(nid, fid, 1.0, rel), LinkData(fid, nid, 1.0, rel)]
-            mem.links.add(batch, links)
-            mem.focus.update(batch, current, ids)
+            mem._links.add(batch, links)
+            mem._focus.update(batch, current, ids)
             store.commit(batch)
             spent += time.perf_counter() - start
             next_order = max((o for _, o in current), default=0) + 1
@@ -579,7 +579,7 @@ class SizeRun:
     def disk(self, mem: MemoryManager, path: Path) -> None:
         assert mem._store is not None
         mem._store.flush()
-        nodes = mem.nodes.count()
+        nodes = mem._nodes.count()
         self.out["metrics"]["nodes_after"] = nodes
         self.out["metrics"]["disk_after_writes"] = disk_usage(path, nodes)
         start = time.perf_counter()

@@ -8,6 +8,7 @@
 [记忆] user: 下周三发布 v2.0，张伟负责 JWT 登录
 """
 
+from memory_rdf import inspect
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import (
     ConfigError,
@@ -26,7 +27,7 @@ from memory_rdf._exceptions import (
     UpdateRefusedError,
 )
 from memory_rdf._manager import MemoryManager, MemorySystem
-from memory_rdf._types import Message, Processed, SmallModel
+from memory_rdf._types import Message, Processed, SmallModel, coerce_messages
 from memory_rdf.small_model import (
     HeuristicModel,
     HTTPModel,
@@ -64,5 +65,7 @@ __all__ = [
     "UnknownAgentError",
     "UpdateRefusedError",
     "__version__",
+    "coerce_messages",
+    "inspect",
     "model_from_env",
 ]

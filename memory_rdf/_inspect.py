@@ -1,4 +1,5 @@
-"""Read-only inspection of an agent's store, safe while another process holds the agent (SPEC §6).
+"""Read-only inspection of an agent's store (the engine of the public
+:mod:`memory_rdf.inspect`), safe while another process holds the agent (SPEC §6).
 
 A running agent holds its store's RocksDB lock, so inspection never opens the store for
 writing: it opens ``Store.read_only``, which takes no lock and never writes, creates or
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_rdf import _vocab as V
+from memory_rdf._agents import STORE_MARKER, agent_exists, agent_path
 from memory_rdf._config import Config
 from memory_rdf._exceptions import (
     MemoryRDFError,
@@ -52,7 +54,6 @@ from memory_rdf._exceptions import (
 from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal
 from memory_rdf._links import LinkStore
-from memory_rdf._manager import default_data_dir, validate_agent_id
 from memory_rdf._nodes import NodeStore
 from memory_rdf._store import AgentStore, lit, render
 
@@ -79,25 +80,6 @@ ATTEMPTS = 4
 #: First pause between attempts (seconds); doubled after each failed attempt.
 RETRY_DELAY = 0.05
 
-#: RocksDB writes this file first when it creates a database; a directory without it holds no
-#: store (and ``Store.read_only`` would fail on it).
-_STORE_MARKER = "CURRENT"
-
-
-def _data_dir(data_dir: str | os.PathLike[str] | None) -> Path:
-    return Path(data_dir) if data_dir is not None else default_data_dir()
-
-
-def agent_path(agent_id: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``{data_dir}/{agent_id}``, after checking the id (nothing is touched)."""
-    return _data_dir(data_dir) / validate_agent_id(agent_id)
-
-
-def agent_exists(agent_id: str, data_dir: str | os.PathLike[str] | None = None) -> bool:
-    """True when ``{data_dir}/{agent_id}`` holds an Oxigraph store. Creates nothing."""
-    return (agent_path(agent_id, data_dir) / _STORE_MARKER).is_file()
-
-
 def open_for_inspection(
     agent_id: str, data_dir: str | os.PathLike[str] | None = None
 ) -> AgentStore:
@@ -109,7 +91,7 @@ def open_for_inspection(
     compacts files away under this one.
     """
     path = agent_path(agent_id, data_dir)
-    if not (path / _STORE_MARKER).is_file():
+    if not (path / STORE_MARKER).is_file():
         raise UnknownAgentError(f"unknown agent {agent_id!r}: no memory store at {path}")
     return AgentStore(path, read_only=True)
 

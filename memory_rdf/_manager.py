@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from memory_rdf import _vocab as V
+from memory_rdf._agents import default_data_dir, validate_agent_id
 from memory_rdf._calls import Backoff, CallStats, apply_model_timeout, backoff_delay
 from memory_rdf._compression import Compressor, forget_ops
 from memory_rdf._config import Config
@@ -42,7 +43,6 @@ from memory_rdf._types import (
     said_at,
 )
 
-_AGENT_ID_CHARS = re.compile(r"^[\w.-]+$")
 ENTRIES = ("focus", "keywords", "both")
 T = TypeVar("T")
 #: A node id as forget() takes it: the hex id, or its ``node:`` IRI.
@@ -78,28 +78,6 @@ def _node_ids(ids: object) -> list[str]:
             raise InvalidInputError(f"{i!r} is not a memory id (ids look like 0193f1c2…, hex)")
         out.append(nid)
     return list(dict.fromkeys(out))
-
-
-def validate_agent_id(agent_id: object) -> str:
-    """SPEC §2: 1–128 letters, digits, ``_``, ``-``, ``.``; not ``.`` or ``..``.
-
-    Letters and digits are Unicode ones (``助手`` is a valid id); path separators, spaces and
-    control characters never are. Checked before any file is touched.
-    """
-    if not isinstance(agent_id, str):
-        raise InvalidTypeError(f"agent_id must be a str, got {type(agent_id).__name__}")
-    if not 1 <= len(agent_id) <= 128:
-        raise InvalidInputError(f"agent_id must be 1–128 characters, got {len(agent_id)}")
-    if agent_id in (".", "..") or not _AGENT_ID_CHARS.match(agent_id):
-        raise InvalidInputError(
-            f"agent_id {agent_id!r} is invalid: use letters, digits, '_', '-', '.' "
-            "(not '.' or '..')"
-        )
-    return agent_id
-
-
-def default_data_dir() -> Path:
-    return Path(os.environ.get("MEMORY_RDF_DATA_DIR") or "memory_data")
 
 
 def _resolve_model(model: SmallModel | None) -> SmallModel:
@@ -215,7 +193,6 @@ class MemoryManager:
         self._initialized = False
         self.closed = False
         self._lock = threading.RLock()
-        self.model_stats = CallStats()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -231,23 +208,23 @@ class MemoryManager:
             store = AgentStore(self.path)
             try:
                 cfg = self.config
-                self.nodes = NodeStore(store)
-                self.links = LinkStore(store, cfg.link_break_threshold)
-                self.focus = FocusManager(store, cfg.focus_limit)
-                self.journal = Journal(store)
-                self.metadata = Metadata(store, self.agent_id)
-                self.searcher = Searcher(self.nodes, self.links, cfg.templates, store)
+                self._nodes = NodeStore(store)
+                self._links = LinkStore(store, cfg.link_break_threshold)
+                self._focus = FocusManager(store, cfg.focus_limit)
+                self._journal = Journal(store)
+                self._metadata = Metadata(store, self.agent_id)
+                self._searcher = Searcher(self._nodes, self._links, cfg.templates, store)
                 self._listing = Listing(store, cfg.link_break_threshold)
                 fallback = HeuristicModel()
-                self.compressor = Compressor(
-                    store=store, nodes=self.nodes, links=self.links, focus=self.focus,
+                self._compressor = Compressor(
+                    store=store, nodes=self._nodes, links=self._links, focus=self._focus,
                     config=cfg, model=self.model, fallback=fallback,
                     user_waiting=self._system.scheduler.user_work_waiting,
                 )
-                self.rememberer = Rememberer(
-                    store=store, nodes=self.nodes, links=self.links, focus=self.focus,
-                    journal=self.journal, metadata=self.metadata, config=cfg, model=self.model,
-                    fallback=fallback, make_room=self.compressor.make_room,
+                self._rememberer = Rememberer(
+                    store=store, nodes=self._nodes, links=self._links, focus=self._focus,
+                    journal=self._journal, metadata=self._metadata, config=cfg, model=self.model,
+                    fallback=fallback, make_room=self._compressor.make_room,
                 )
                 self._system.scheduler.add_agent(self)
             except BaseException:
@@ -255,7 +232,7 @@ class MemoryManager:
                 raise
             self._store = store
             self._initialized = True
-            for task in self.journal.tasks("pending"):
+            for task in self._journal.tasks("pending"):
                 self._submit_remember(task)
             return self
 
@@ -316,12 +293,12 @@ class MemoryManager:
         with self._lock, scheduler.lock:
             self._check_open()
             scheduler.check_room(self.agent_id, self.config.max_queue_size)
-            task = self.journal.add(text, said_at(msgs))
+            task = self._journal.add(text, said_at(msgs))
             self._submit_remember(task)
 
     def _submit_remember(self, jtask: JournalTask) -> None:
         def start() -> Generator[Backoff, None, list[str]]:
-            ids = yield from self.rememberer.run(jtask)
+            ids = yield from self._rememberer.run(jtask)
             if self.config.auto_compress:
                 self._system.scheduler.request_slice(self.agent_id)
             return ids
@@ -336,7 +313,7 @@ class MemoryManager:
                     return True
             jtask.attempts = max(task.attempts, 1)
             with contextlib.suppress(MemoryRDFError):
-                self.journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
+                self._journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
             return False
 
         # No room check here: remember() made it with the journal write; resumed and retried
@@ -403,7 +380,7 @@ class MemoryManager:
         waiting = self._system.scheduler.remembers_waiting(self.agent_id)
         if not waiting:
             return ""
-        last = self.rememberer.stats.last_error if self._initialized else ""
+        last = self._rememberer.stats.last_error if self._initialized else ""
         return (
             f" behind {waiting} remember(s) still waiting on the small model"
             + (f" (last error: {last})" if last else "")
@@ -543,21 +520,21 @@ class MemoryManager:
         self._check_open()
         seeds: list[Seed] = []
         if entry in ("focus", "both"):
-            seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self.focus.ids())]
+            seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self._focus.ids())]
         if entry in ("keywords", "both") and self.config.keyword_index:
-            seeds += self.searcher.keyword_seeds(
+            seeds += self._searcher.keyword_seeds(
                 keywords,
                 self.config.max_entry_nodes,
                 first_rank=len(seeds),
-                generation=self.metadata.node_sequence,
+                generation=self._metadata.node_sequence,
             )
         weights: list[float] | None = None
         if seeds and len(keywords) >= 2:
             if self.config.keyword_index:
-                weights = self.searcher.keyword_weights(keywords, self.metadata.node_sequence)
+                weights = self._searcher.keyword_weights(keywords, self._metadata.node_sequence)
             else:
                 weights = [1.0] * len(keywords)
-        return self.searcher.recall(
+        return self._searcher.recall(
             seeds, keywords, relations, depth, limit, max_chars, weights=weights, window=window
         )
 
@@ -663,15 +640,15 @@ class MemoryManager:
 
     def _forget_now(self, ids: list[str], purge: bool) -> int:
         store = self._check_open()
-        found = self.nodes.existing(ids)
+        found = self._nodes.existing(ids)
         if found:
             batch = WriteBatch()
             for nid in found:
                 forget_ops(batch, nid)
                 batch.delete([triple(V.FOCUS, V.MEMBER, node_ref(nid))])
             if purge:
-                self.journal.cut_texts(batch, list(found.values()))
-            batch.after_commit(self.compressor.recount)
+                self._journal.cut_texts(batch, list(found.values()))
+            batch.after_commit(self._compressor.recount)
             store.commit(batch)
         if purge:
             store.rewrite()
@@ -683,7 +660,7 @@ class MemoryManager:
         self, *, auto: bool
     ) -> Callable[[], Generator[Backoff, None, dict[str, Any]]]:
         def start() -> Generator[Backoff, None, dict[str, Any]]:
-            return (yield from self.compressor.run_slice())
+            return (yield from self._compressor.run_slice())
 
         return start
 
@@ -715,19 +692,19 @@ class MemoryManager:
 
     def stats(self) -> dict[str, Any]:
         store = self._check_open()
-        links, dangling = self.links.counts()
+        links, dangling = self._links.counts()
         calls = CallStats()
-        calls.add(self.rememberer.stats)
-        calls.add(self.compressor.stats)
+        calls.add(self._rememberer.stats)
+        calls.add(self._compressor.stats)
         return {
             "agent_id": self.agent_id,
             "store_path": str(self.path.resolve()),
-            "nodes": self.nodes.count(),
+            "nodes": self._nodes.count(),
             "links": links,
             "dangling_links": dangling,
-            "focus": self.focus.ids(),
+            "focus": self._focus.ids(),
             "pending_tasks": self._system.scheduler.pending(self.agent_id),
-            "failed_tasks": self.journal.count("failed"),
+            "failed_tasks": self._journal.count("failed"),
             "model_calls": calls.calls,
             "model_failures": calls.failures,
             "model_retries": calls.retries,
@@ -739,30 +716,39 @@ class MemoryManager:
                 self._system.scheduler.recall_waits(self.agent_id)),
         }
 
+    def pending_remembers(self) -> int:
+        """Remembers journalled and not yet processed (those resumed at start included).
+
+        Raises :class:`~memory_rdf.MemoryClosedError` when the manager is closed or not
+        initialized.
+        """
+        self._check_open()
+        return self._journal.count("pending")
+
     def failed_tasks(self) -> list[dict[str, Any]]:
         """Remembers whose segmentation kept failing: ``id``, ``text``, ``attempts``, ``error``."""
         self._check_open()
         return [
             {"id": t.id, "text": t.text, "attempts": t.attempts, "error": t.error,
              "accepted_at": t.accepted_at}
-            for t in self.journal.tasks("failed")
+            for t in self._journal.tasks("failed")
         ]
 
     def retry_failed(self) -> int:
         """Queue every failed remember again; returns how many."""
         self._check_open()
-        tasks = self.journal.tasks("failed")
+        tasks = self._journal.tasks("failed")
         for t in tasks:
-            self.journal.requeue(t)
+            self._journal.requeue(t)
             self._submit_remember(t)
         return len(tasks)
 
     def discard_failed(self) -> int:
         """Drop every failed remember from the journal; returns how many."""
         self._check_open()
-        tasks = self.journal.tasks("failed")
+        tasks = self._journal.tasks("failed")
         for t in tasks:
-            self.journal.discard(t.id)
+            self._journal.discard(t.id)
         return len(tasks)
 
 

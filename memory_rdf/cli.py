@@ -2,7 +2,7 @@
 
 Commands: ``demo``, ``remember``, ``recall``, ``compress`` (these open the agent read-write,
 through :class:`~memory_rdf.MemoryManager`) and ``sparql``, ``export``, ``graph``, ``stats``,
-``validate`` (read-only inspection through :mod:`memory_rdf._inspect`: they never write and
+``validate`` (read-only inspection through :mod:`memory_rdf.inspect`: they never write and
 work while another process holds the agent); ``bench`` runs the benchmark suite of a source
 checkout (``benchmarks/``, not part of the wheel).
 
@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
@@ -29,34 +29,28 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from memory_rdf import __version__, _graphview
-from memory_rdf import _vocab as V
-from memory_rdf._config import Config, Templates
-from memory_rdf._exceptions import (
+from memory_rdf import (
+    Config,
     InvalidInputError,
     InvalidTypeError,
+    MemoryManager,
     MemoryRDFError,
+    Message,
+    SmallModel,
     SparqlError,
     StoreLockedError,
+    Templates,
     UnknownAgentError,
     UpdateRefusedError,
+    __version__,
+    coerce_messages,
+    inspect,
+    model_from_env,
 )
-from memory_rdf._inspect import (
-    agent_exists,
-    agent_path,
-    inspect_agent,
-    inspect_stats,
-)
-from memory_rdf._inspect import validate as shacl_validate
-from memory_rdf._manager import MemoryManager, validate_agent_id
-from memory_rdf._store import AgentStore
-from memory_rdf._types import Message, SmallModel, coerce_messages
 from memory_rdf.demo import DEMO_SLICES, run_demo
 from memory_rdf.tools import DEFAULT_AGENT
 
-__all__ = ["cli", "main"]
-
-T = TypeVar("T")
+__all__ = ["cli", "main", "run"]
 
 DEBUG_ENV = "MEMORY_RDF_DEBUG"
 
@@ -64,7 +58,7 @@ DEBUG_ENV = "MEMORY_RDF_DEBUG"
 EXIT_MISSING_DEPENDENCY = 3
 
 
-class CliError(Exception):
+class _CliError(Exception):
     """An error the command line reports as one line, with its exit code."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
@@ -97,32 +91,25 @@ def _one_line(text: str) -> str:
 def _agent(agent: str) -> str:
     """Check an agent id before any file is touched (exit 2 when invalid)."""
     try:
-        return validate_agent_id(agent)
+        inspect.agent_path(agent)
     except (InvalidInputError, InvalidTypeError) as exc:
-        raise CliError(str(exc), 2) from None
+        raise _CliError(str(exc), 2) from None
+    return agent
 
 
 def _existing_agent(agent: str, data_dir: Path) -> str:
     """An agent that must already have a store (exit 2, creating nothing, when it has none)."""
     _agent(agent)
-    if not agent_exists(agent, data_dir):
+    if not inspect.agent_exists(agent, data_dir):
         raise UnknownAgentError(
-            f"unknown agent {agent!r}: no memory store at {agent_path(agent, data_dir)}"
+            f"unknown agent {agent!r}: no memory store at {inspect.agent_path(agent, data_dir)}"
         )
     return agent
 
 
-def _inspect(agent: str, data_dir: Path, operation: Callable[[AgentStore], T]) -> T:
-    _agent(agent)
-    return inspect_agent(agent, data_dir, operation)
-
-
 def _model() -> SmallModel | None:
     """The small model chosen by ``MEMORY_RDF_MODEL`` (``model_from_env``), else the default."""
-    from memory_rdf import small_model
-
-    factory = getattr(small_model, "model_from_env", None)
-    return factory() if callable(factory) else None
+    return model_from_env()
 
 
 @contextlib.contextmanager
@@ -167,7 +154,7 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
+def _data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--data-dir",
         type=click.Path(file_okay=False, path_type=Path),
@@ -214,7 +201,7 @@ def cli() -> None:
     "--slices", default=DEMO_SLICES, show_default=True, type=click.IntRange(0, 1000),
     help="Compression slices after each session (the time between two conversations).",
 )
-@data_dir_option
+@_data_dir_option
 def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
     """Remember the bundled demo conversation session by session, compressing after each
     one, then recall from the focus and through the keyword entry, and show stats.
@@ -244,9 +231,9 @@ def _read_file(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        raise _CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise _CliError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _parse_batches(text: str, source: str) -> list[list[Message]]:
@@ -256,7 +243,7 @@ def _parse_batches(text: str, source: str) -> list[list[Message]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"{source}: not valid JSON ({exc})") from None
+        raise _CliError(f"{source}: not valid JSON ({exc})") from None
     if isinstance(data, dict) and isinstance(data.get("sessions"), list):
         raw = [s.get("messages") if isinstance(s, dict) else s for s in data["sessions"]]
         where = [f"sessions[{i}].messages" for i in range(len(raw))]
@@ -265,24 +252,24 @@ def _parse_batches(text: str, source: str) -> list[list[Message]]:
     else:
         raw, where = [data], ["input"]
     if not raw:
-        raise CliError(f"{source}: no sessions to remember")
+        raise _CliError(f"{source}: no sessions to remember")
     batches = []
     for value, name in zip(raw, where, strict=True):
         if isinstance(value, dict | str) or not isinstance(value, list):
-            raise CliError(
+            raise _CliError(
                 f"{source}: {name} must be a JSON list of {{\"role\", \"content\"}} messages"
             )
         try:
             batches.append(coerce_messages(value))
         except (InvalidInputError, InvalidTypeError) as exc:
-            raise CliError(f"{source}: {name}: {exc}") from None
+            raise _CliError(f"{source}: {name}: {exc}") from None
     return batches
 
 
 @cli.command(short_help="Remember messages from a JSON file or stdin.")
 @click.argument("agent")
 @click.argument("file", metavar="FILE|-")
-@data_dir_option
+@_data_dir_option
 def remember(agent: str, file: str, data_dir: Path) -> None:
     """Remember messages from a JSON file (or - for stdin); creates the agent if new.
 
@@ -302,16 +289,16 @@ def remember(agent: str, file: str, data_dir: Path) -> None:
             mem.remember(batch)
         # Progress = journalled remembers landed (a cheap query on the journal graph; tasks
         # resumed from an earlier run count too). wait_idle also waits for compression.
-        total = max(mem.journal.count("pending"), len(batches))
+        total = max(mem.pending_remembers(), len(batches))
         with _progress(err) as progress:
             task = progress.add_task("Remembering", total=total)
             while not mem.wait_idle(timeout=0.2):
-                pending = mem.journal.count("pending")
+                pending = mem.pending_remembers()
                 progress.update(task, completed=max(total - pending, 0))
             progress.update(task, completed=total)
         nodes = mem.stats()["nodes"]
         failed = mem.stats()["failed_tasks"]
-    click.echo(f"agent {agent!r}: {nodes} nodes now ({agent_path(agent, data_dir)})")
+    click.echo(f"agent {agent!r}: {nodes} nodes now ({inspect.agent_path(agent, data_dir)})")
     if failed:
         _say(err, f"warning: {failed} remember(s) failed and are kept in the journal")
 
@@ -335,7 +322,7 @@ def remember(agent: str, file: str, data_dir: Path) -> None:
                    "0 = unlimited). The first entry is always printed whole.")
 @click.option("--english", is_flag=True,
               help="English templates ([memory] …) instead of the default Chinese ([记忆] …).")
-@data_dir_option
+@_data_dir_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
            depth: int | None, entry: str, limit: int | None, max_chars: int | None,
            english: bool, data_dir: Path) -> None:
@@ -369,7 +356,7 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
 @click.argument("agent")
 @click.option("--slices", "-n", default=10, show_default=True, type=click.IntRange(min=1),
               help="Compression slices to run.")
-@data_dir_option
+@_data_dir_option
 def compress(agent: str, slices: int, data_dir: Path) -> None:
     """Run compression slices now (decay, shorten, forget) and print their totals.
 
@@ -401,7 +388,8 @@ def compress(agent: str, slices: int, data_dir: Path) -> None:
 
 # -- sparql -------------------------------------------------------------------------------------
 
-_SHORT = [("rdf:type", V.RDF_TYPE)] + [(f"{p}:", iri) for p, iri in V.PREFIXES.items()]
+_RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+_SHORT = [("rdf:type", _RDF_TYPE)] + [(f"{p}:", iri) for p, iri in inspect.PREFIXES.items()]
 
 
 def _short_iri(iri: str) -> str:
@@ -451,7 +439,7 @@ def _read_query(query: str) -> str:
               type=click.Choice(["table", "json", "xml", "csv", "tsv"]),
               default="table", show_default=True,
               help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
-@data_dir_option
+@_data_dir_option
 def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
     """Run a read-only SPARQL query over the agent's memory graph.
 
@@ -465,32 +453,31 @@ def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
     """
     text = _read_query(query)
 
-    def refused() -> CliError:
-        return CliError("SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: "
+    def refused() -> _CliError:
+        return _CliError("SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: "
                         "sparql is read-only")
 
     if fmt != "table":
         try:
-            data = _inspect(agent, data_dir, lambda s: s.user_query_serialized(text, fmt))
+            _agent(agent)
+            data = inspect.sparql(agent, text, data_dir, format=fmt)
         except UpdateRefusedError:
             raise refused() from None
         except SparqlError as exc:
-            raise CliError(str(exc)) from None
+            raise _CliError(str(exc)) from None
         _write_bytes(data if data.endswith(b"\n") else data + b"\n")
         return
 
-    def run(store: AgentStore) -> Any:
-        raw = store.user_query_serialized(text, "json")
-        if raw.lstrip().startswith(b"{"):
-            return json.loads(raw)
-        return store.user_query(text)  # CONSTRUCT / DESCRIBE: triples
-
+    _agent(agent)
     try:
-        result = _inspect(agent, data_dir, run)
+        raw = inspect.sparql(agent, text, data_dir, format="json")
+        # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: triples
+        result = (json.loads(raw) if raw.lstrip().startswith(b"{")
+                  else inspect.sparql(agent, text, data_dir))
     except UpdateRefusedError:
         raise refused() from None
     except SparqlError as exc:
-        raise CliError(str(exc)) from None
+        raise _CliError(str(exc)) from None
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")
@@ -527,13 +514,13 @@ def _format_for(output: str | Path | None, fmt: str | None, suffixes: dict[str, 
     by_suffix = suffixes.get(suffix)
     if fmt is not None:
         if suffix and suffix in suffixes and by_suffix != fmt:
-            raise CliError(f"{output} names {by_suffix} by its suffix but --format is {fmt}: "
+            raise _CliError(f"{output} names {by_suffix} by its suffix but --format is {fmt}: "
                            "change one of them", 2)
         return fmt
     if by_suffix is not None:
         return by_suffix
     if suffix:
-        raise CliError(f"cannot tell the format of {output} from its suffix {suffix!r}: use "
+        raise _CliError(f"cannot tell the format of {output} from its suffix {suffix!r}: use "
                        f"one of {known}, or give --format", 2)
     return default
 
@@ -546,7 +533,7 @@ def _format_for(output: str | Path | None, fmt: str | None, suffixes: dict[str, 
                    "Default: from FILE's suffix (.ttl .nt .nq .trig), else turtle.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to FILE instead of stdout.")
-@data_dir_option
+@_data_dir_option
 def export(agent: str, fmt: str | None, output: Path | None, data_dir: Path) -> None:
     """Export the agent's store as RDF.
 
@@ -560,7 +547,7 @@ def export(agent: str, fmt: str | None, output: Path | None, data_dir: Path) -> 
     """
     _agent(agent)
     chosen = _format_for(output, fmt, _EXPORT_SUFFIXES, "turtle")
-    data = _inspect(agent, data_dir, lambda s: s.dump(chosen, default_graph_only=False))
+    data = inspect.export(agent, data_dir, format=chosen)
     if output is None:
         _write_bytes(data)
         return
@@ -577,15 +564,15 @@ _GRAPH_SUFFIXES = {".html": "html", ".htm": "html", ".dot": "dot", ".gv": "dot",
 @click.argument("agent")
 @click.option("--output", "-o", default=None, metavar="FILE|-",
               help="Where to write the picture (- for stdout). Default: AGENT-graph.FORMAT.")
-@click.option("--depth", "-d", type=click.IntRange(min=0), default=_graphview.DEFAULT_DEPTH,
+@click.option("--depth", "-d", type=click.IntRange(min=0), default=inspect.GRAPH_DEPTH,
               show_default=True, help="Hops from the focus nodes.")
-@click.option("--format", "-f", "fmt", type=click.Choice(_graphview.FORMATS), default=None,
+@click.option("--format", "-f", "fmt", type=click.Choice(inspect.GRAPH_FORMATS), default=None,
               help="html: one self-contained page; dot: Graphviz; svg: needs Graphviz's dot. "
                    "Default: from FILE's suffix (.html .dot .gv .svg; others are refused), "
                    "else html.")
-@click.option("--limit", type=click.IntRange(min=1), default=_graphview.DEFAULT_LIMIT,
+@click.option("--limit", type=click.IntRange(min=1), default=inspect.GRAPH_LIMIT,
               show_default=True, help="Most memories drawn (the most strongly linked first).")
-@data_dir_option
+@_data_dir_option
 def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: int,
           data_dir: Path) -> None:
     """Draw the memory network within --depth hops of the agent's focus (read-only).
@@ -603,12 +590,11 @@ def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: in
     """
     _agent(agent)
     fmt = _format_for(output, fmt, _GRAPH_SUFFIXES, "html")
-    if fmt == "svg" and not _graphview.dot_available():
-        raise CliError("--format svg needs Graphviz's dot program (apt-get install graphviz, "
+    if fmt == "svg" and not inspect.graphviz_available():
+        raise _CliError("--format svg needs Graphviz's dot program (apt-get install graphviz, "
                        "brew install graphviz, …); --format html needs nothing")
-    view = _inspect(agent, data_dir,
-                    lambda s: _graphview.collect_view(s, depth=depth, limit=limit))
-    data = _graphview.render_view(view, fmt)
+    picture = inspect.graph(agent, data_dir, format=fmt, depth=depth, limit=limit)
+    data = picture.data
     if output == "-":
         _write_bytes(data)
         return
@@ -616,11 +602,11 @@ def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: in
     try:
         target.write_bytes(data)
     except OSError as exc:
-        raise CliError(f"cannot write {target}: {exc.strerror or exc}") from None
-    dangling = len(view.dangling)
-    _say(_stderr(), f"wrote {target} ({fmt}, {_human_bytes(len(data))}): {len(view.nodes)} of "
-                    f"{view.total_nodes} memories, {len(view.pairs())} connections, {dangling} "
-                    f"link{'s' if dangling != 1 else ''} to forgotten memories")
+        raise _CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+    dangling = picture.dangling
+    _say(_stderr(), f"wrote {target} ({fmt}, {_human_bytes(len(data))}): {picture.nodes} of "
+                    f"{picture.total_nodes} memories, {picture.connections} connections, "
+                    f"{dangling} link{'s' if dangling != 1 else ''} to forgotten memories")
 
 
 # -- stats --------------------------------------------------------------------------------------
@@ -650,7 +636,7 @@ def _importance_text(summary: dict[str, Any]) -> Text:
 @cli.command(short_help="Show counts, focus, importance and store size.")
 @click.argument("agent")
 @click.option("--json", "as_json", is_flag=True, help="Print the stats dict as JSON.")
-@data_dir_option
+@_data_dir_option
 def stats(agent: str, as_json: bool, data_dir: Path) -> None:
     """Show the agent's node, link and focus counts, how important its memories are (min,
     median, max and a histogram of node importance), pending and failed remembers, and where
@@ -660,7 +646,8 @@ def stats(agent: str, as_json: bool, data_dir: Path) -> None:
     Example:
       memory-rdf stats demo --json
     """
-    result = _inspect(agent, data_dir, inspect_stats)
+    _agent(agent)
+    result = inspect.stats(agent, data_dir)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=2, default=str))
         return
@@ -684,7 +671,7 @@ def stats(agent: str, as_json: bool, data_dir: Path) -> None:
 
 @cli.command(short_help="Check the store against the SHACL shapes.")
 @click.argument("agent")
-@data_dir_option
+@_data_dir_option
 def validate(agent: str, data_dir: Path) -> None:
     """Check the memory graph against the SHACL shapes; exit 1 with the report if it violates
     them. Needs pyshacl (pip install "memory-rdf[shacl]"): exit 3 without it, so a script
@@ -698,14 +685,14 @@ def validate(agent: str, data_dir: Path) -> None:
     try:
         import pyshacl  # noqa: F401
     except ImportError:
-        raise CliError("validate needs pyshacl, which is not installed: "
+        raise _CliError("validate needs pyshacl, which is not installed: "
                        "pip install \"memory-rdf[shacl]\"", EXIT_MISSING_DEPENDENCY) from None
-    conforms, report = _inspect(agent, data_dir, shacl_validate)
+    conforms, report = inspect.validate(agent, data_dir)
     if conforms:
         click.echo(f"agent {agent!r} conforms to the memory_rdf SHACL shapes")
         return
     click.echo(report.rstrip())
-    raise CliError(f"agent {agent!r} does not conform to the memory_rdf SHACL shapes", 1)
+    raise _CliError(f"agent {agent!r} does not conform to the memory_rdf SHACL shapes", 1)
 
 
 # -- serve --------------------------------------------------------------------------------------
@@ -726,7 +713,7 @@ def validate(agent: str, data_dir: Path) -> None:
               help="HTTP: every request must carry 'Authorization: Bearer TOKEN' (401 "
                    "otherwise). Prefer the environment variable: arguments show in ps.")
 @click.option("--english", is_flag=True, help="Recall with the English templates ([memory]).")
-@data_dir_option
+@_data_dir_option
 @click.pass_context
 def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
           token: str | None, english: bool, data_dir: Path) -> None:
@@ -759,9 +746,9 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
         if transport == "http":
             mcp_server.check_bind(host, token)
     except ImportError as exc:
-        raise CliError(str(exc), EXIT_MISSING_DEPENDENCY) from None
+        raise _CliError(str(exc), EXIT_MISSING_DEPENDENCY) from None
     except (InvalidInputError, InvalidTypeError) as exc:
-        raise CliError(str(exc), 2) from None
+        raise _CliError(str(exc), 2) from None
     config = Config(templates=Templates.english() if english else Templates())
     err = _stderr()
     system = MemorySystem(data_dir=data_dir, model=_model(), config=config)
@@ -823,7 +810,7 @@ def bench(suite_args: tuple[str, ...]) -> int:
                    "clone of the memory_rdf repository (its benchmarks/ directory).")
         return 0
     if root is None:
-        raise CliError(
+        raise _CliError(
             "memory-rdf bench runs the benchmarks/ directory of a source checkout, which the "
             "installed package does not include: clone the memory_rdf repository and run "
             "'memory-rdf bench' (or 'python -m benchmarks') inside it", 2)
@@ -832,7 +819,7 @@ def bench(suite_args: tuple[str, ...]) -> int:
     try:
         suite = importlib.import_module("benchmarks.suite")
     except ImportError as exc:
-        raise CliError(f"cannot load the benchmarks in {root}: {exc} "
+        raise _CliError(f"cannot load the benchmarks in {root}: {exc} "
                        "(install what they need with: pip install \".[bench]\")") from exc
     try:
         return int(suite.main(list(suite_args), prog="memory-rdf bench"))
@@ -869,7 +856,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     except click.Abort:
         _error("interrupted")
         return 130
-    except CliError as exc:
+    except _CliError as exc:
         _error(str(exc))
         return exc.exit_code
     except UnknownAgentError as exc:

@@ -20,13 +20,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from memory_rdf._agents import STORE_MARKER, agent_path
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import InvalidInputError
-from memory_rdf._inspect import agent_path
 from memory_rdf._manager import MemoryManager
 from memory_rdf._resources import data_text, query_text
 from memory_rdf._store import AgentStore
 from memory_rdf._wrap import wrap_text
+from memory_rdf.inspect import stats as inspect_stats
 
 __all__ = ["DEMO_SLICES", "run_demo"]
 
@@ -62,7 +63,7 @@ def _wipe_agent(path: Path, console: Console) -> None:
     """Remove an existing agent directory (the caller checked that no process holds it)."""
     if not path.exists():
         return
-    if not (path / "CURRENT").is_file():
+    if not (path / STORE_MARKER).is_file():
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
             return
@@ -114,7 +115,7 @@ def run_demo(
                                 "demo_conversation.json"))
     sessions = data["sessions"]
     remembered = sessions[:-1] if len(sessions) > 1 else sessions
-    if (path / "CURRENT").is_file():
+    if (path / STORE_MARKER).is_file():
         AgentStore(path).close()  # StoreLockedError when another process runs the agent
     out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
     _wipe_agent(path, out)
@@ -178,8 +179,7 @@ def run_demo(
             body = wrap_text(text or "(nothing recalled)", max(out.width - 4, 8))
             out.print(Panel(Text(body), expand=True))
         stats = mem.stats()
-        texts = mem.nodes.texts(stats["focus"])
-        phrases = [texts[nid][1] for nid in stats["focus"] if nid in texts]
+    phrases = inspect_stats(agent, root)["focus_phrases"]
     out.print()
     table = Table(title="Agent stats", show_header=False)
     table.add_column("", style="bold")

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from memory_rdf._manager import MemorySystem
 
 __all__ = [
+    "BearerAuth",
     "MCP_MISSING",
     "build_server",
     "check_bind",

@@ -64,7 +64,7 @@ def test_bad_messages_raise_at_the_call_and_store_nothing(
     after = mem.stats()
     assert after["nodes"] == before["nodes"] == 0
     assert after["pending_tasks"] == 0 and after["failed_tasks"] == 0
-    assert mem.journal.tasks() == []  # nothing journalled either
+    assert mem._journal.tasks() == []  # nothing journalled either
 
 
 def test_message_type_validates_itself() -> None:
@@ -197,7 +197,7 @@ def test_full_queue_raises_and_journals_nothing(make_manager, model: ScriptedMod
         except QueueFullError:
             refused += 1
     assert refused >= 1
-    journalled = len(mem.journal.tasks())
+    journalled = len(mem._journal.tasks())
     assert journalled <= accepted
     assert mem.wait_idle(60)
     assert mem.stats()["nodes"] == accepted
@@ -299,7 +299,7 @@ def test_a_refused_remember_is_never_stored_even_racing_recalls(
     assert refused and accepted
     stored = {r["c"] for r in mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")}  # type: ignore[index,union-attr]
     assert stored == set(accepted)
-    assert mem.journal.tasks() == []
+    assert mem._journal.tasks() == []
 
 
 def test_the_writer_flushes_memtables_as_writes_pile_up(mem: MemoryManager) -> None:

@@ -159,11 +159,11 @@ def test_compressed_node_gets_new_phrase_keywords_and_terms(make_manager) -> Non
 def test_scan_order_follows_scan_count_then_age(make_manager) -> None:
     mem = make_manager(config=FAST.replace(focus_limit=1, compression_batch_size=2))
     remember(mem, "n1 long text | n2 long text | n3 long text | n4 long text")
-    order = mem.compressor.next_batch(10)
+    order = mem._compressor.next_batch(10)
     names = {v: k for k, v in ids_by_content(mem).items()}
     assert [names[i] for i in order] == ["n1 long text", "n2 long text", "n3 long text"]
     mem.run_compression_slice()  # n1, n2
-    assert [names[i] for i in mem.compressor.next_batch(10)] == [
+    assert [names[i] for i in mem._compressor.next_batch(10)] == [
         "n3 long text", "n1 long text", "n2 long text"
     ]
     # the index answer equals the sorted query's
@@ -171,8 +171,8 @@ def test_scan_order_follows_scan_count_then_age(make_manager) -> None:
         "SELECT ?n WHERE { ?n memory:scanOrder ?k FILTER NOT EXISTS { "
         "<https://w3id.org/memory-rdf/focus> memory:member ?n } } ORDER BY ?k"
     )
-    assert [r["n"].rsplit("/", 1)[1] for r in sorted_rows] == mem.compressor.next_batch(10)  # type: ignore[index,union-attr]
-    assert mem.compressor.index_fallbacks == 0
+    assert [r["n"].rsplit("/", 1)[1] for r in sorted_rows] == mem._compressor.next_batch(10)  # type: ignore[index,union-attr]
+    assert mem._compressor.index_fallbacks == 0
 
 
 def test_time_slice_ends_a_slice(make_manager, model: ScriptedModel) -> None:
@@ -218,7 +218,7 @@ def test_fixed_pool_counts_nodes_once_and_follows_forgetting(make_manager) -> No
             assert report["scanned"] > 0
         nodes = mem.stats()["nodes"]
         assert nodes <= 6
-        assert mem.compressor._pool == nodes
+        assert mem._compressor._pool == nodes
     assert mem.stats()["dangling_links"] > 0  # nodes were evicted or forgotten
 
 

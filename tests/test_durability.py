@@ -301,7 +301,7 @@ def _recover_durable(data_dir: Path) -> None:
     with MemoryManager("durable", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
         assert mem.wait_idle(30)
         assert mem.recall(["launch code"]) == f"[记忆] {DURABLE[0]}"
-        assert mem.journal.tasks() == []
+        assert mem._journal.tasks() == []
         rows = select(mem, "SELECT ?c ?t WHERE { ?n memory:content ?c ; memory:createdAt ?t }")
         order = [r["c"] for r in sorted(rows, key=lambda r: r["t"])]
         assert order == DURABLE  # processed in the order they were accepted
@@ -441,7 +441,7 @@ def test_kill_9_at_random_moments_leaves_a_whole_store(data_dir: Path) -> None:
         with MemoryManager("crash", data_dir=data_dir, config=config,
                            model=ScriptedModel()) as mem:
             assert mem.wait_idle(60)
-            assert mem.journal.tasks() == []
+            assert mem._journal.tasks() == []
             stored_now = _markers(
                 [r["c"] for r in select(mem, "SELECT ?c WHERE { ?n memory:content ?c }")])
             assert sorted(stored_now) == sorted(set(stored_now)), "a marker stored twice"
@@ -527,7 +527,7 @@ def test_close_timeout_keeps_unprocessed_remembers_journalled(data_dir: Path) ->
         rows = select(again, "SELECT ?c ?t WHERE { ?n memory:content ?c ; memory:createdAt ?t }")
         order = [r["c"] for r in sorted(rows, key=lambda r: r["t"])]
         assert order == texts
-        assert again.journal.tasks() == []
+        assert again._journal.tasks() == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -569,7 +569,7 @@ def test_failed_task_survives_reopen_then_retry_and_discard(data_dir: Path) -> N
 
     mem = open_with(ScriptedModel())
     assert mem.discard_failed() == 1
-    assert mem.stats()["failed_tasks"] == 0 and mem.journal.tasks() == []
+    assert mem.stats()["failed_tasks"] == 0 and mem._journal.tasks() == []
     mem.close()
 
     mem = open_with(ScriptedModel())
@@ -721,7 +721,7 @@ def test_faulty_models_never_stop_the_scheduler_or_lose_a_remember(data_dir: Pat
             st = mem.stats()
             assert st["nodes"] == 2 * len(set(stored)), name  # whole remembers only
             assert st["failed_tasks"] == len(failed) and st["pending_tasks"] == 0, name
-            assert mem.journal.tasks("pending") == [], name
+            assert mem._journal.tasks("pending") == [], name
         assert set(TAG.findall(" ".join(t["text"] for t in agents["raising"].failed_tasks()))) \
             == doomed
         for name in ("alternating", "healthy"):
@@ -815,7 +815,7 @@ def test_thread_stress_two_agents_eight_threads(data_dir: Path) -> None:
         assert counts == {a.agent_id: segments[a.agent_id] for a in agents}, (counts, segments)
         assert sum(counts.values()) == sum(segments.values())
         for mem in agents:
-            assert mem.journal.tasks() == []
+            assert mem._journal.tasks() == []
         assert ops["remember"] > 0 and ops["recall"] > 0 and ops["sparql"] > 0
 
 

@@ -140,7 +140,7 @@ def kafka(make_manager) -> MemoryManager:
 
 def _seeds(mem: MemoryManager, keywords: list[str], limit: int = 10) -> list[tuple[str, float]]:
     names = {v: k for k, v in ids_by_content(mem).items()}
-    seeds = mem.searcher.keyword_seeds(keywords, limit, generation=mem.metadata.node_sequence)
+    seeds = mem._searcher.keyword_seeds(keywords, limit, generation=mem._metadata.node_sequence)
     assert [s.rank for s in seeds] == list(range(len(seeds)))
     return [(names[s.node], s.strength) for s in seeds]
 
@@ -299,7 +299,7 @@ def test_collection_stats_are_cached_until_the_store_grew_a_tenth(make_manager) 
     mem = make_manager()
     for filler in FILLERS[:20]:
         remember(mem, filler)
-    searcher, generation = mem.searcher, mem.metadata.node_sequence
+    searcher, generation = mem._searcher, mem._metadata.node_sequence
     stats = searcher.collection_stats(generation)
     assert (stats.nodes, stats.avgdl) == (20, 4.0)
     assert searcher.collection_stats(generation) is stats
@@ -327,7 +327,7 @@ def test_frequent_dfs_are_cached_and_new_nodes_still_found(
     kafka: MemoryManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(search, "DF_CACHE_MIN", 5)
-    searcher = kafka.searcher
+    searcher = kafka._searcher
     assert len(_seeds(kafka, ["lunch", "retention"])) == 9
     assert searcher._frequent_df == {"lunch": 8}  # retention (df 1) is always counted afresh
     remember(kafka, "lunch menu special")  # 15 nodes: 1 ≤ 10% of 14, no refresh yet

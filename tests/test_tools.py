@@ -175,7 +175,7 @@ def test_bad_calls_raise_clear_errors_and_store_nothing(
         call_tool(mem, name, arguments)  # type: ignore[arg-type]
     stats = mem.stats()
     assert stats["nodes"] == 0 and stats["pending_tasks"] == 0
-    assert mem.journal.count("pending") == 0
+    assert mem.pending_remembers() == 0
 
 
 def test_system_routes_by_agent_id_and_manager_refuses_another(

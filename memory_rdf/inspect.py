@@ -1,0 +1,191 @@
+"""Read-only inspection of an agent's memory: what ``memory-rdf sparql``, ``export``,
+``graph``, ``stats`` and ``validate`` do, as functions (SPEC §6, §7).
+
+Every function here opens a fresh read-only snapshot of the agent's store, runs on it and
+drops it: no lock is taken and nothing is written, created or migrated, so they work while
+another process runs the agent (see ``docs/inspecting.md``). A snapshot does not see later
+writes: call again for fresh data.
+
+Every function raises :class:`~memory_rdf.InvalidInputError` for an invalid agent id and
+:class:`~memory_rdf.UnknownAgentError` for an agent without a store, before any file is
+touched, and :class:`~memory_rdf.StoreError` when the store cannot be read.
+
+>>> import tempfile
+>>> from memory_rdf import MemoryManager, inspect
+>>> data = tempfile.mkdtemp()
+>>> with MemoryManager("agent_007", data_dir=data) as mem:
+...     mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
+...     _ = mem.wait_idle()
+>>> inspect.agent_exists("agent_007", data), inspect.stats("agent_007", data)["nodes"]
+(True, 1)
+>>> inspect.sparql("agent_007", "SELECT ?p WHERE { ?n memory:phrase ?p }", data)[0]["p"]
+'PostgreSQL 存订单'
+>>> inspect.export("agent_007", data, format="ntriples").count(b"\\n") > 5
+True
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from memory_rdf import _graphview
+from memory_rdf import _vocab as V
+from memory_rdf._agents import agent_exists, agent_path
+from memory_rdf._exceptions import InvalidInputError
+from memory_rdf._inspect import inspect_agent, inspect_stats, open_rdflib_graph
+from memory_rdf._inspect import validate as _validate
+
+if TYPE_CHECKING:
+    from memory_rdf._store import AgentStore
+
+__all__ = [
+    "EXPORT_FORMATS",
+    "GRAPH_DEPTH",
+    "GRAPH_FORMATS",
+    "GRAPH_LIMIT",
+    "GraphPicture",
+    "PREFIXES",
+    "RESULT_FORMATS",
+    "agent_exists",
+    "agent_path",
+    "export",
+    "graph",
+    "graphviz_available",
+    "open_rdflib_graph",
+    "sparql",
+    "stats",
+    "validate",
+]
+
+DataDir = str | os.PathLike[str] | None
+
+#: The prefixes predeclared in every query (``memory:``, ``node:``, ``link:``, ``xsd:``).
+PREFIXES: dict[str, str] = dict(V.PREFIXES)
+#: Formats of :func:`export`: the memory graph (turtle, ntriples) or every graph (nquads, trig).
+EXPORT_FORMATS = ("turtle", "ntriples", "nquads", "trig")
+#: W3C SPARQL results formats of :func:`sparql`.
+RESULT_FORMATS = ("json", "csv", "tsv", "xml")
+#: Formats of :func:`graph`: one self-contained HTML page, Graphviz DOT, SVG (needs Graphviz).
+GRAPH_FORMATS: tuple[str, ...] = _graphview.FORMATS
+#: Hops from the focus drawn by default.
+GRAPH_DEPTH = _graphview.DEFAULT_DEPTH
+#: Most memories drawn by default.
+GRAPH_LIMIT = _graphview.DEFAULT_LIMIT
+
+
+def stats(agent_id: str, data_dir: DataDir = None) -> dict[str, Any]:
+    """Counts and sizes of the agent's memory.
+
+    Keys: ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids, newest first),
+    ``focus_phrases``, ``pending_tasks`` (remembers journalled, not yet processed),
+    ``failed_tasks``, ``importance`` (min, median, mean, max, ``fading`` and a histogram of
+    node importance), ``agent_id``, ``store_path``, ``store_bytes``, ``store_read_only``.
+    Model-call counters live in the running process and are not included.
+
+    Raises:
+        InvalidInputError, UnknownAgentError, StoreError: see the module docstring.
+    """
+    return inspect_agent(agent_id, data_dir, inspect_stats)
+
+
+def export(agent_id: str, data_dir: DataDir = None, *, format: str = "turtle") -> bytes:
+    """The agent's store as RDF: ``turtle``/``ntriples`` hold the memory network (the default
+    graph); ``nquads``/``trig`` add the named graphs (task journal, metadata): a backup.
+
+    Raises:
+        InvalidInputError: ``format`` is not one of :data:`EXPORT_FORMATS`; and see the
+            module docstring.
+    """
+    if format not in EXPORT_FORMATS:
+        raise InvalidInputError(f"format must be one of {EXPORT_FORMATS}, got {format!r}")
+    return inspect_agent(agent_id, data_dir, lambda s: s.dump(format, default_graph_only=False))
+
+
+def sparql(
+    agent_id: str, query: str, data_dir: DataDir = None, *, format: str | None = None
+) -> Any:
+    """Run a read-only SPARQL query over the agent's memory graph (:data:`PREFIXES` are
+    predeclared).
+
+    With ``format=None``: SELECT → a list of dicts, ASK → a bool, CONSTRUCT/DESCRIBE → a list
+    of triples (as :meth:`MemoryManager.sparql`). With a :data:`RESULT_FORMATS` name: the
+    W3C results document as bytes (CONSTRUCT/DESCRIBE as N-Triples).
+
+    Raises:
+        SparqlError: the query does not parse.
+        UpdateRefusedError: the query is a SPARQL Update.
+        InvalidInputError: an unknown ``format``; and see the module docstring.
+    """
+    if format is None:
+        return inspect_agent(agent_id, data_dir, lambda s: s.user_query(query))
+    if format not in RESULT_FORMATS:
+        raise InvalidInputError(f"format must be one of {RESULT_FORMATS}, got {format!r}")
+    chosen = format
+    return inspect_agent(agent_id, data_dir, lambda s: s.user_query_serialized(query, chosen))
+
+
+def validate(agent_id: str, data_dir: DataDir = None) -> tuple[bool, str]:
+    """Check the memory graph against the SHACL shapes shipped with the package.
+
+    Returns ``(conforms, report)``, the report being pyshacl's text.
+
+    Raises:
+        MemoryRDFError: pyshacl is not installed (``pip install 'memory-rdf[shacl]'``); and
+            see the module docstring.
+    """
+    return inspect_agent(agent_id, data_dir, _validate)
+
+
+@dataclass(frozen=True)
+class GraphPicture:
+    """A picture made by :func:`graph`: its bytes and what it shows."""
+
+    data: bytes
+    format: str
+    nodes: int  #: memories drawn
+    total_nodes: int  #: memories the agent has
+    connections: int  #: lines drawn (a pair linked both ways is one line)
+    dangling: int  #: links drawn to forgotten memories
+    left_out: int  #: memories within reach but beyond ``limit``
+
+
+def graph(
+    agent_id: str,
+    data_dir: DataDir = None,
+    *,
+    format: Literal["html", "dot", "svg"] | str = "html",
+    depth: int = GRAPH_DEPTH,
+    limit: int = GRAPH_LIMIT,
+) -> GraphPicture:
+    """Draw the memory network within ``depth`` hops of the agent's focus: focus nodes in the
+    middle, others on rings by hop distance, sized by importance, lines as thick as the links
+    are strong, dashed lines to "forgotten" placeholders (dangling links).
+
+    Raises:
+        InvalidInputError: an unknown ``format``, or a negative ``depth`` or ``limit`` below 1.
+        MemoryRDFError: ``format="svg"`` without Graphviz's ``dot`` program; and see the
+            module docstring.
+    """
+    if format not in GRAPH_FORMATS:
+        raise InvalidInputError(f"format must be one of {GRAPH_FORMATS}, got {format!r}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise InvalidInputError(f"depth must be an int >= 0, got {depth!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be an int >= 1, got {limit!r}")
+
+    def collect(store: AgentStore) -> _graphview.GraphView:
+        return _graphview.collect_view(store, depth=depth, limit=limit)
+
+    view = inspect_agent(agent_id, data_dir, collect)
+    return GraphPicture(
+        data=_graphview.render_view(view, format), format=format, nodes=len(view.nodes),
+        total_nodes=view.total_nodes, connections=len(view.pairs()),
+        dangling=len(view.dangling), left_out=view.left_out,
+    )
+
+
+def graphviz_available() -> bool:
+    """True when Graphviz's ``dot`` program is on ``PATH`` (needed for SVG pictures)."""
+    return _graphview.dot_available()
