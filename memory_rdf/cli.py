@@ -712,11 +712,16 @@ def validate(agent: str, data_dir: Path) -> None:
 @click.option("--token", envvar="MEMORY_RDF_TOKEN", show_envvar=True, default=None,
               help="HTTP: every request must carry 'Authorization: Bearer TOKEN' (401 "
                    "otherwise). Prefer the environment variable: arguments show in ps.")
+@click.option("--timeout", "call_timeout", type=click.FloatRange(min=0), default=120.0,
+              show_default=True,
+              help="Longest a recall, memories or forget call waits behind the agent's "
+                   "earlier work (e.g. a remember waiting for the model) before it answers a "
+                   "tool error saying so; 0 = no limit.")
 @click.option("--english", is_flag=True, help="Recall with the English templates ([memory]).")
 @_data_dir_option
 @click.pass_context
 def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
-          token: str | None, english: bool, data_dir: Path) -> None:
+          token: str | None, call_timeout: float, english: bool, data_dir: Path) -> None:
     """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
     pip install "memory-rdf[mcp]").
 
@@ -757,7 +762,8 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
         where = f"agent {agent!r} by default, data dir {data_dir}"
         if transport == "stdio":
             _say(err, f"memory-rdf serve: MCP over stdio ({where})")
-            mcp_server.run_stdio(system, default_agent=agent)
+            mcp_server.run_stdio(system, default_agent=agent,
+                                 call_timeout=call_timeout or None)
         else:
             def listening(url: str) -> None:
                 auth = "bearer token required" if token else "no token: this machine only"
@@ -765,7 +771,7 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
                           f"{auth})")
 
             mcp_server.run_http(system, host=host, port=port, token=token, default_agent=agent,
-                                on_listening=listening)
+                                on_listening=listening, call_timeout=call_timeout or None)
     finally:
         system.close(timeout=10)
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BearerAuth",
+    "DEFAULT_CALL_TIMEOUT",
     "MCP_MISSING",
     "build_server",
     "check_bind",
@@ -75,11 +76,20 @@ def require_mcp() -> None:
         raise ImportError(MCP_MISSING) from exc
 
 
-def build_server(system: MemorySystem, *, default_agent: str = DEFAULT_AGENT) -> Server[Any]:
+#: Longest a tool call waits behind the agent's earlier tasks by default (seconds).
+DEFAULT_CALL_TIMEOUT = 120.0
+
+
+def build_server(
+    system: MemorySystem, *, default_agent: str = DEFAULT_AGENT,
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) whose tools run on ``system``.
 
     A call whose arguments or whose memory operation fail answers a tool error
-    (``isError``) with the message; the server keeps serving.
+    (``isError``) with the message; the server keeps serving. ``call_timeout`` bounds how
+    long recall, memories and forget wait behind the agent's earlier tasks (None: no limit):
+    a model that is down then shows as a tool error saying what the call waited for.
 
     Raises:
         ImportError: the MCP SDK is not installed (:data:`MCP_MISSING`).
@@ -107,7 +117,7 @@ def build_server(system: MemorySystem, *, default_agent: str = DEFAULT_AGENT) ->
 
     async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         run = functools.partial(call_tool, system, params.name, params.arguments,
-                                default_agent=default_agent)
+                                default_agent=default_agent, timeout=call_timeout)
         try:
             text = await anyio.to_thread.run_sync(run)
         except (MemoryRDFError, ValueError, TypeError, TimeoutError) as exc:
@@ -137,13 +147,16 @@ def _error_result(types: Any, message: str) -> Any:
                                 is_error=True)
 
 
-def run_stdio(system: MemorySystem, *, default_agent: str = DEFAULT_AGENT) -> None:
+def run_stdio(
+    system: MemorySystem, *, default_agent: str = DEFAULT_AGENT,
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+) -> None:
     """Serve MCP over this process's stdin/stdout until the client closes stdin.
 
     Raises:
         ImportError: the MCP SDK is not installed.
     """
-    server = build_server(system, default_agent=default_agent)
+    server = build_server(system, default_agent=default_agent, call_timeout=call_timeout)
     import anyio
     from mcp.server.stdio import stdio_server
 
@@ -230,6 +243,7 @@ def http_app(
     token: str | None = None,
     host: str = "127.0.0.1",
     path: str = "/mcp",
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
 ) -> ASGIApp:
     """The streamable-HTTP ASGI app (endpoint ``path``), behind :class:`BearerAuth` when a
     token is given. ``host`` is where it will listen: on a loopback host the SDK also refuses
@@ -240,7 +254,7 @@ def http_app(
         InvalidInputError: see :func:`check_bind`.
     """
     check_bind(host, token)
-    server = build_server(system, default_agent=default_agent)
+    server = build_server(system, default_agent=default_agent, call_timeout=call_timeout)
     app: ASGIApp = server.streamable_http_app(streamable_http_path=path, host=host)
     return BearerAuth(app, token) if token else app
 
@@ -253,6 +267,7 @@ def run_http(
     token: str | None = None,
     default_agent: str = DEFAULT_AGENT,
     on_listening: Callable[[str], None] | None = None,
+    call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
 
@@ -263,7 +278,8 @@ def run_http(
         InvalidInputError: see :func:`check_bind`.
         OSError: the address cannot be bound (in use, not local, …).
     """
-    app = http_app(system, default_agent=default_agent, token=token, host=host)
+    app = http_app(system, default_agent=default_agent, token=token, host=host,
+                   call_timeout=call_timeout)
     import uvicorn
 
     sock = _bind(host, port)

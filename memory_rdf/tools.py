@@ -53,7 +53,7 @@ class _Tool:
     description: str
     properties: dict[str, Any]
     required: tuple[str, ...]
-    run: Callable[[MemoryManager, dict[str, Any]], str]
+    run: Callable[[MemoryManager, dict[str, Any], float | None], str]
     read_only: bool = True  # MCP tool annotations (hints for clients)
     destructive: bool = False
 
@@ -105,32 +105,32 @@ def _json_default(value: Any) -> Any:
 # -- the tools ----------------------------------------------------------------------------------
 
 
-def _remember(mem: MemoryManager, args: dict[str, Any]) -> str:
+def _remember(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
     messages = args["messages"]
     mem.remember(messages)
     return _json({"status": "accepted", "agent_id": mem.agent_id, "messages": len(messages)})
 
 
-def _recall(mem: MemoryManager, args: dict[str, Any]) -> str:
-    text = mem.recall(**args)
+def _recall(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
+    text = mem.recall(**args, timeout=timeout)
     return text or NOTHING_RECALLED
 
 
-def _memories(mem: MemoryManager, args: dict[str, Any]) -> str:
-    return _json(mem.memories(**args))
+def _memories(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
+    return _json(mem.memories(**args, timeout=timeout))
 
 
-def _forget(mem: MemoryManager, args: dict[str, Any]) -> str:
+def _forget(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
     purge = args.get("purge", False)
-    count = mem.forget(args["ids"], purge=purge)
+    count = mem.forget(args["ids"], purge=purge, timeout=timeout)
     return _json({"forgotten": count, "purge": bool(purge)})
 
 
-def _stats(mem: MemoryManager, args: dict[str, Any]) -> str:
+def _stats(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
     return _json(mem.stats())
 
 
-def _sparql(mem: MemoryManager, args: dict[str, Any]) -> str:
+def _sparql(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
     return _json(mem.sparql(args["query"]))
 
 
@@ -360,6 +360,7 @@ def call_tool(
     arguments: Mapping[str, Any] | str | None = None,
     *,
     default_agent: str = DEFAULT_AGENT,
+    timeout: float | None = None,
 ) -> str:
     """Run one tool call and return its result as text (``recall``) or JSON (the others).
 
@@ -368,7 +369,9 @@ def call_tool(
     ``null`` counts as left out. With a :class:`~memory_rdf.MemorySystem` the call goes to
     the agent named by the ``agent_id`` argument, else to ``default_agent``; with a
     :class:`~memory_rdf.MemoryManager` it goes to that agent, and an ``agent_id`` naming
-    another agent is refused.
+    another agent is refused. ``timeout`` (seconds; None = no limit) bounds how long
+    ``recall``, ``memories`` and ``forget`` wait behind the agent's earlier tasks (e.g. a
+    remember waiting for an unreachable model).
 
     Raises:
         InvalidInputError: unknown tool, unknown or missing argument, arguments that are not
@@ -376,6 +379,7 @@ def call_tool(
             back to the model as an error result.
         InvalidTypeError: arguments that are not an object, or a value of the wrong type
             (a ``TypeError``).
+        TimeoutError: ``timeout`` passed (the message says what the call waited behind).
         MemoryRDFError: whatever the memory method raises otherwise (e.g.
             :class:`~memory_rdf.SparqlError` for a query that does not parse,
             :class:`~memory_rdf.QueueFullError`).
@@ -393,7 +397,7 @@ def call_tool(
         raise InvalidInputError(f"unknown tool {name!r}; the tools are {', '.join(tool_names())}")
     args = _parse_arguments(tool, arguments)
     agent_id = args.pop("agent_id", None)
-    return tool.run(_manager(system_or_manager, agent_id, default_agent), args)
+    return tool.run(_manager(system_or_manager, agent_id, default_agent), args, timeout)
 
 
 def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -108,6 +109,32 @@ def test_stdio_server_spawned_by_the_sdk_client(tmp_path: Path) -> None:
     _run(main)
     assert (data_dir / "default").is_dir() and (data_dir / "other").is_dir()
     assert not (tmp_path / "escape").exists()
+
+
+def test_a_call_waiting_on_a_model_that_is_down_is_a_tool_error(tmp_path: Path) -> None:
+    """The model server is unreachable (a closed loopback port): remember is accepted and
+    journalled, a recall behind it answers a tool error within --timeout saying why, and the
+    server keeps answering."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    params = StdioServerParameters(
+        command=memory_rdf_command(),
+        args=["serve", "--data-dir", str(tmp_path / "memory_data"), "--timeout", "1"],
+        env={"MEMORY_RDF_MODEL": "ollama:absent-model",
+             "MEMORY_RDF_MODEL_URL": f"http://127.0.0.1:{closed_port}"},
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:
+            ack = await client.call_tool("remember", {"messages": MESSAGES})
+            assert not ack.is_error
+            waited = await client.call_tool("recall", {"keywords": ["JWT"]})
+            assert waited.is_error and "timed out" in _text(waited), _text(waited)
+            stats = json.loads(_text(await client.call_tool("stats", {})))
+            assert stats["pending_tasks"] >= 1 and stats["nodes"] == 0
+
+    _run(main)
 
 
 # -- HTTP ---------------------------------------------------------------------------------------
