@@ -7,8 +7,10 @@ delay has passed. The backoff policy itself is tenacity's exponential wait.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Generator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -19,6 +21,20 @@ from memory_rdf._exceptions import ModelError, PermanentModelError
 from memory_rdf.small_model._http import thread_usage
 
 T = TypeVar("T")
+
+log = logging.getLogger("memory_rdf")
+
+#: The agent whose task is running (set by the scheduler around each step), for log lines.
+current_agent: ContextVar[str] = ContextVar("memory_rdf_current_agent", default="")
+
+
+def log_failed_attempt(label: str, reason: str, outcome: str) -> None:
+    """One WARNING per failed small-model attempt, with its reason and what happens next
+    ("failures are loud": a model server that is down shows at the first failed call)."""
+    agent = current_agent.get()
+    who = f"agent {agent!r}: " if agent else ""
+    reason = reason.removeprefix(f"small model {label}() failed: ")
+    log.warning("memory_rdf: %ssmall model %s() failed (%s): %s", who, label, outcome, reason)
 
 
 @dataclass(frozen=True)
@@ -41,7 +57,14 @@ def backoff_delay(config: Config, attempt: int) -> float:
 
 @dataclass
 class CallStats:
-    """How many model calls a piece of work made (for slice reports and stats())."""
+    """How many model calls a piece of work made (for slice reports and stats()).
+
+    ``failures`` counts failed attempts; ``retries`` the failed attempts that were tried
+    again (a call retried after a backoff, a remember requeued after a failed segmentation).
+    ``failures - retries`` is the calls given up on: fallen back (to the text itself, the
+    built-in model, no relation name, the single calls of a failed batch) or failing their
+    task.
+    """
 
     calls: int = 0
     failures: int = 0
@@ -101,17 +124,24 @@ def with_retries(
     A :class:`PermanentModelError` (HTTP 400/401/403/404) is raised at once.
     """
     n = 0
+    total = 1 + config.max_retries
     while True:
         n += 1
         try:
             return attempt(fn, stats, label)
-        except PermanentModelError:
+        except PermanentModelError as exc:
+            log_failed_attempt(label, str(exc), "cannot heal by waiting, not retried")
             raise
-        except ModelError:
+        except ModelError as exc:
             if n > config.max_retries:
+                log_failed_attempt(label, str(exc), f"attempt {n} of {total}, giving up")
                 raise
             stats.retries += 1
-            yield Backoff(backoff_delay(config, n))
+            delay = backoff_delay(config, n)
+            log_failed_attempt(
+                label, str(exc), f"attempt {n} of {total}, retrying in {delay:.1f} s"
+            )
+            yield Backoff(delay)
 
 
 def apply_model_timeout(model: object, seconds: float) -> None:

@@ -46,6 +46,7 @@ from memory_rdf import _vocab as V
 from memory_rdf._agents import STORE_MARKER, agent_exists, agent_path
 from memory_rdf._config import Config
 from memory_rdf._exceptions import (
+    InvalidInputError,
     MemoryRDFError,
     SchemaVersionError,
     StoreError,
@@ -232,6 +233,42 @@ def inspect_stats(store: AgentStore) -> dict[str, Any]:
         "store_bytes": _store_bytes(path) if path is not None else 0,
         "store_read_only": store.read_only,
     }
+
+
+def inspect_memories(
+    keywords: list[str] | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int | None = 100,
+    offset: int = 0,
+) -> Callable[[AgentStore], list[dict[str, Any]]]:
+    """An operation for :func:`inspect_agent`: :meth:`MemoryManager.memories` on a snapshot
+    (``importance`` with the default ``link_break_threshold``). Arguments are checked here,
+    before any store is opened."""
+    from memory_rdf._listing import Listing, make_window
+
+    window = make_window(since, until)
+    if limit is not None and limit < 1:
+        raise InvalidInputError(f"limit must be >= 1, got {limit}")
+    if offset < 0:
+        raise InvalidInputError(f"offset must be >= 0, got {offset}")
+    kws = [k.strip() for k in keywords or [] if k.strip()] or None
+
+    def run(store: AgentStore) -> list[dict[str, Any]]:
+        threshold = Config().link_break_threshold
+        return Listing(store, threshold).page(kws, window, limit, offset)
+
+    return run
+
+
+def inspect_tasks(store: AgentStore) -> list[dict[str, Any]]:
+    """The journalled remembers, pending and failed, in the order accepted: ``id``,
+    ``status``, ``text``, ``attempts``, ``error``, ``accepted_at``."""
+    return [
+        {"id": t.id, "status": t.status, "text": t.text, "attempts": t.attempts,
+         "error": t.error, "accepted_at": t.accepted_at}
+        for t in Journal(store).tasks()
+    ]
 
 
 def open_rdflib_graph(

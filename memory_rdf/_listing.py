@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_rdf._exceptions import InvalidInputError
 from memory_rdf._nodes import chunks
 from memory_rdf._store import MemoryStore, Term, lit, node_id, node_ref, render
+from memory_rdf._types import parse_time
 
 #: Stand-ins for an open end of the window (the queries always compare against a bound).
 _EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
@@ -30,6 +32,20 @@ class Window:
 
 
 _OPEN = Window(None, None)
+
+
+def make_window(since: object, until: object) -> Window | None:
+    """``since`` / ``until`` of SPEC §5.6 as UTC datetimes (None when neither is given).
+
+    Raises :class:`InvalidTypeError` / :class:`InvalidInputError` naming the argument.
+    """
+    if since is None and until is None:
+        return None
+    start = None if since is None else parse_time(since, "since")
+    end = None if until is None else parse_time(until, "until")
+    if start is not None and end is not None and start >= end:
+        raise InvalidInputError(f"since ({since}) must be earlier than until ({until})")
+    return Window(start, end)
 
 
 class Listing:

@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 
 from memory_rdf import _vocab as V
 from memory_rdf._agents import default_data_dir, validate_agent_id
-from memory_rdf._calls import Backoff, CallStats, apply_model_timeout, backoff_delay
+from memory_rdf._calls import (
+    Backoff,
+    CallStats,
+    apply_model_timeout,
+    backoff_delay,
+    log,
+    log_failed_attempt,
+)
 from memory_rdf._compression import Compressor, forget_ops
 from memory_rdf._config import Config
 from memory_rdf._exceptions import (
@@ -30,6 +37,7 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import LinkStore
 from memory_rdf._listing import Listing, Window
+from memory_rdf._listing import make_window as _window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._remember import Rememberer, SegmentationFailed
 from memory_rdf._scheduler import Scheduler, Task
@@ -39,7 +47,6 @@ from memory_rdf._types import (
     SmallModel,
     coerce_messages,
     messages_to_text,
-    parse_time,
     said_at,
 )
 
@@ -49,15 +56,6 @@ T = TypeVar("T")
 _NODE_ID = re.compile(r"^[0-9A-Za-z_-]{1,128}$")
 
 
-def _window(since: object, until: object) -> Window | None:
-    """``since`` / ``until`` of SPEC §5.6 as UTC datetimes (None when neither is given)."""
-    if since is None and until is None:
-        return None
-    start = None if since is None else parse_time(since, "since")
-    end = None if until is None else parse_time(until, "until")
-    if start is not None and end is not None and start >= end:
-        raise InvalidInputError(f"since ({since}) must be earlier than until ({until})")
-    return Window(start, end)
 
 
 def _node_ids(ids: object) -> list[str]:
@@ -304,16 +302,31 @@ class MemoryManager:
             return ids
 
         def on_error(exc: BaseException, task: Task) -> bool:
+            total = 1 + self.config.max_retries
             if isinstance(exc, SegmentationFailed):
                 task.attempts += 1
                 if task.attempts <= self.config.max_retries:
                     import time
 
-                    task.not_before = time.monotonic() + backoff_delay(self.config, task.attempts)
+                    delay = backoff_delay(self.config, task.attempts)
+                    task.not_before = time.monotonic() + delay
+                    self._rememberer.stats.retries += 1
+                    log_failed_attempt(
+                        "segment", str(exc),
+                        f"attempt {task.attempts} of {total}, retrying in {delay:.1f} s; "
+                        "recalls wait behind this remember",
+                    )
                     return True
+                log_failed_attempt("segment", str(exc), f"attempt {total} of {total}, giving up")
             jtask.attempts = max(task.attempts, 1)
             with contextlib.suppress(MemoryRDFError):
                 self._journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
+            log.warning(
+                "memory_rdf: agent %r: a remember failed and is kept as a failed task (see "
+                "stats()['failed_tasks']; requeue it with retry_failed() or "
+                "`memory-rdf tasks %s --retry`): %s",
+                self.agent_id, self.agent_id, exc,
+            )
             return False
 
         # No room check here: remember() made it with the journal write; resumed and retried
@@ -708,6 +721,7 @@ class MemoryManager:
             "model_calls": calls.calls,
             "model_failures": calls.failures,
             "model_retries": calls.retries,
+            "model_last_error": calls.last_error,
             "model_requests": calls.requests,
             "model_prompt_tokens": calls.prompt_tokens,
             "model_completion_tokens": calls.completion_tokens,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from memory_rdf._calls import Backoff, CallStats, attempt, with_retries
+from memory_rdf._calls import Backoff, CallStats, attempt, log_failed_attempt, with_retries
 from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError, PermanentModelError
 from memory_rdf._focus import FocusManager
@@ -113,10 +113,12 @@ class Rememberer:
             return attempt(
                 lambda: validate_segments(self.model.segment(text)), self.stats, "segment"
             )
-        except PermanentModelError:
-            raise  # cannot heal by waiting: the task fails at once (SPEC §4)
+        except PermanentModelError as exc:
+            # cannot heal by waiting: the task fails at once (SPEC §4)
+            log_failed_attempt("segment", str(exc), "cannot heal by waiting, not retried")
+            raise
         except ModelError as exc:
-            raise SegmentationFailed(str(exc)) from exc
+            raise SegmentationFailed(str(exc)) from exc  # logged by the task's error handler
 
     def run(self, task: JournalTask) -> Generator[Backoff, None, list[str]]:
         """Process one journalled remember; returns the new node ids."""
@@ -245,9 +247,11 @@ def _batch_attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
     (wrong model, key or request) propagates: the single calls would fail the same way."""
     try:
         return attempt(fn, stats, label)
-    except PermanentModelError:
+    except PermanentModelError as exc:
+        log_failed_attempt(label, str(exc), "cannot heal by waiting, not retried")
         raise
     except ModelError as exc:
+        log_failed_attempt(label, str(exc), "batched call, falling back to single calls")
         raise _BatchFailed(str(exc)) from exc
 
 

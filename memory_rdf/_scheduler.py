@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memory_rdf._calls import Backoff
+from memory_rdf._calls import Backoff, current_agent
 from memory_rdf._exceptions import MemoryClosedError, QueueFullError
 from memory_rdf._remember import SegmentationFailed
 
@@ -182,13 +182,17 @@ class Scheduler:
             return len(slot.queue) + (1 if running and slot.running not in slot.queue else 0)
 
     def remembers_waiting(self, agent_id: str) -> int:
-        """Remembers of the agent queued and waiting out a model backoff right now."""
+        """Remembers of the agent queued whose model calls failed: waiting out a backoff, or
+        tried again after a failed segmentation."""
         now = time.monotonic()
         with self._cv:
             slot = self._agents.get(agent_id)
             if slot is None:
                 return 0
-            return sum(1 for t in slot.queue if t.kind == "remember" and t.not_before > now)
+            return sum(
+                1 for t in slot.queue
+                if t.kind == "remember" and (t.attempts > 0 or t.not_before > now)
+            )
 
     def recall_waits(self, agent_id: str) -> list[float]:
         """Seconds the agent's recent recalls waited in its queue (behind its earlier tasks and
@@ -321,6 +325,13 @@ class Scheduler:
 
     def _step(self, slot: AgentSlot, task: Task) -> None:
         """Advance ``task`` until it finishes or asks for a backoff."""
+        token = current_agent.set(slot.manager.agent_id)  # names the agent in log lines
+        try:
+            self._step_in(slot, task)
+        finally:
+            current_agent.reset(token)
+
+    def _step_in(self, slot: AgentSlot, task: Task) -> None:
         if task.gen is None:
             if task.kind == "recall":
                 slot.recall_waits.append(time.monotonic() - task.enqueued)
@@ -375,7 +386,7 @@ class Scheduler:
                 task.on_error(exc, task)
             if task.future is not None and not task.future.done():
                 task.future.set_exception(exc)
-            elif task.kind == "auto" or task.future is None:
+            elif task.kind == "auto" or (task.future is None and task.on_error is None):
                 log.warning("memory_rdf: %s task of agent %s failed: %s",
                             task.kind, slot.manager.agent_id, exc)
         elif task.future is not None and not task.future.done():

@@ -1,9 +1,10 @@
 """The ``memory-rdf`` command line (SPEC §6).
 
-Commands: ``demo``, ``remember``, ``recall``, ``compress`` (these open the agent read-write,
-through :class:`~memory_rdf.MemoryManager`) and ``sparql``, ``export``, ``graph``, ``stats``,
-``validate`` (read-only inspection through :mod:`memory_rdf.inspect`: they never write and
-work while another process holds the agent); ``bench`` runs the benchmark suite of a source
+Commands: ``demo``, ``remember``, ``recall``, ``compress``, ``forget``, ``tasks --retry``
+(these open the agent read-write, through :class:`~memory_rdf.MemoryManager`) and ``sparql``,
+``export``, ``graph``, ``stats``, ``validate``, ``memories``, ``tasks`` (read-only inspection
+through :mod:`memory_rdf.inspect`: they never write and work while another process holds the
+agent); ``bench`` runs the benchmark suite of a source
 checkout (``benchmarks/``, not part of the wheel).
 
 Exit codes: 0 success; 1 an error (one line on stderr, never a traceback), or ``validate``
@@ -20,6 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,17 @@ def _human_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def _since_until_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option(
+        "--until", metavar="DATE",
+        help="Only memories said (else created) before this ISO 8601 date/time (UTC if no zone).",
+    )(func)
+    return click.option(
+        "--since", metavar="DATE",
+        help="Only memories said (else created) at or after this ISO 8601 date/time.",
+    )(func)
+
+
 def _data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--data-dir",
@@ -270,12 +283,15 @@ def _parse_batches(text: str, source: str) -> list[list[Message]]:
 @click.argument("agent")
 @click.argument("file", metavar="FILE|-")
 @_data_dir_option
-def remember(agent: str, file: str, data_dir: Path) -> None:
+def remember(agent: str, file: str, data_dir: Path) -> int:
     """Remember messages from a JSON file (or - for stdin); creates the agent if new.
 
     FILE holds a JSON list of {"role": "user"|"assistant"|"system", "content": "..."}
     messages (one remember), or {"sessions": [{"messages": [...]}, ...]} (one remember per
-    session). Waits until everything is processed, then prints the node count.
+    session); a message may carry a "timestamp" (ISO 8601), kept as the memory's said time.
+    Waits until everything is processed, then prints the node count. Every failed small-model
+    call is logged on stderr as it happens; when a remember failed for good (kept in the
+    journal, see `memory-rdf tasks`), the exit code is 1.
 
     \b
     Example:
@@ -285,22 +301,41 @@ def remember(agent: str, file: str, data_dir: Path) -> None:
     batches = _parse_batches(_read_input(file), "stdin" if file == "-" else file)
     err = _stderr()
     with _open_manager(agent, data_dir, Config(), _model()) as mem:
+        failed_before = mem.stats()["failed_tasks"]
         for batch in batches:
             mem.remember(batch)
-        # Progress = journalled remembers landed (a cheap query on the journal graph; tasks
-        # resumed from an earlier run count too). wait_idle also waits for compression.
-        total = max(mem.pending_remembers(), len(batches))
-        with _progress(err) as progress:
-            task = progress.add_task("Remembering", total=total)
-            while not mem.wait_idle(timeout=0.2):
-                pending = mem.pending_remembers()
-                progress.update(task, completed=max(total - pending, 0))
-            progress.update(task, completed=total)
-        nodes = mem.stats()["nodes"]
-        failed = mem.stats()["failed_tasks"]
-    click.echo(f"agent {agent!r}: {nodes} nodes now ({inspect.agent_path(agent, data_dir)})")
-    if failed:
-        _say(err, f"warning: {failed} remember(s) failed and are kept in the journal")
+        _wait_for_remembers(mem, len(batches), err)
+        stats = mem.stats()
+    where = inspect.agent_path(agent, data_dir)
+    click.echo(f"agent {agent!r}: {stats['nodes']} nodes now ({where})")
+    return _report_failures(agent, stats, failed_before, err)
+
+
+def _wait_for_remembers(mem: MemoryManager, submitted: int, err: Console) -> None:
+    """Wait until the agent is idle, showing progress on a terminal. Progress = journalled
+    remembers landed (a cheap query on the journal graph; tasks resumed from an earlier run
+    count too); wait_idle also waits for compression."""
+    total = max(mem.pending_remembers(), submitted)
+    with _progress(err) as progress:
+        task = progress.add_task("Remembering", total=total)
+        while not mem.wait_idle(timeout=0.2):
+            pending = mem.pending_remembers()
+            progress.update(task, completed=max(total - pending, 0))
+        progress.update(task, completed=total)
+
+
+def _report_failures(agent: str, stats: dict[str, Any], failed_before: int, err: Console) -> int:
+    """Exit code 1, with a line saying why, when remembers failed during this command."""
+    failed = int(stats["failed_tasks"]) - failed_before
+    if failed <= 0:
+        return 0
+    last = stats.get("model_last_error") or ""
+    _say(err, _one_line(
+        f"error: {failed} remember(s) failed and are kept in the journal"
+        + (f" (last model error: {last})" if last else "")
+        + f"; list them with `memory-rdf tasks {agent}`, requeue with --retry"
+    ))
+    return 1
 
 
 # -- recall -------------------------------------------------------------------------------------
@@ -322,10 +357,11 @@ def remember(agent: str, file: str, data_dir: Path) -> None:
                    "0 = unlimited). The first entry is always printed whole.")
 @click.option("--english", is_flag=True,
               help="English templates ([memory] …) instead of the default Chinese ([记忆] …).")
+@_since_until_options
 @_data_dir_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
            depth: int | None, entry: str, limit: int | None, max_chars: int | None,
-           english: bool, data_dir: Path) -> None:
+           english: bool, since: str | None, until: str | None, data_dir: Path) -> None:
     """Print what the agent recalls for KEYWORDs (plain text, for pipes).
 
     No keyword matches every reached node. The most relevant memories come first (more of
@@ -336,17 +372,166 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
     Example:
       memory-rdf recall demo PostgreSQL 数据库 --depth 3 --entry both --max-chars 500
       memory-rdf recall demo coffee --entry keywords --english
+      memory-rdf recall demo --since 2024-05-01 --until 2024-06-01
     """
     _existing_agent(agent, data_dir)
     config = Config(auto_compress=False,
                     templates=Templates.english() if english else Templates())
     with _open_manager(agent, data_dir, config, _model()) as mem:
-        text = mem.recall(list(keywords), relations=list(relations) or None, depth=depth,
-                          entry=entry, limit=limit, max_chars=max_chars)
+        try:
+            text = mem.recall(list(keywords), relations=list(relations) or None, depth=depth,
+                              entry=entry, limit=limit, max_chars=max_chars,
+                              since=since, until=until)
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise click.UsageError(str(exc)) from None
     if text:
         click.echo(text)
     else:
         click.echo("(nothing recalled)", err=True)
+
+
+# -- memories, forget, tasks (SPEC §5.6) ---------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _when(memory: dict[str, Any]) -> str:
+    moment = memory["said_at"] or memory["created_at"]
+    return moment.strftime("%Y-%m-%d %H:%M") if isinstance(moment, datetime) else str(moment)
+
+
+@cli.command(short_help="List the agent's memories, newest first.")
+@click.argument("agent")
+@click.argument("keywords", nargs=-1, metavar="[KEYWORD]...")
+@_since_until_options
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Most memories to list.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Skip this many (for paging).")
+@click.option("--json", "as_json", is_flag=True,
+              help="A JSON list of the memories() dicts (dates in ISO 8601).")
+@_data_dir_option
+def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: str | None,
+             limit: int, offset: int, as_json: bool, data_dir: Path) -> None:
+    """List the agent's memories, newest first (said time where known, else creation time):
+    id, date, importance and content. KEYWORDs keep the memories that contain one (as recall
+    matches). Read-only: works while another process holds the agent.
+
+    \b
+    Example:
+      memory-rdf memories demo PostgreSQL --since 2024-05-01 --json
+      memory-rdf forget demo $(memory-rdf memories demo 地址 --json | jq -r '.[].id')
+    """
+    _agent(agent)
+    try:
+        listed = inspect.memories(agent, data_dir, keywords=list(keywords), since=since,
+                                  until=until, limit=limit, offset=offset)
+    except (InvalidInputError, InvalidTypeError) as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(listed, ensure_ascii=False, indent=2, default=_json_default))
+        return
+    if not listed:
+        click.echo("(no memories)", err=True)
+        return
+    out = _stdout()
+    if not out.is_terminal:  # one line per memory for pipes: id, when, importance, content
+        for m in listed:
+            mark = "*" if m["in_focus"] else ""
+            content = _one_line(m["content"])
+            click.echo(f"{m['id']}\t{_when(m)}\t{m['importance']:.2f}{mark}\t{content}")
+        return
+    table = Table(title=f"Memories of {agent} (* in focus)", show_lines=False)
+    table.add_column("id", no_wrap=True)
+    table.add_column("when", no_wrap=True)
+    table.add_column("importance", justify="right")
+    table.add_column("content", overflow="fold")
+    for m in listed:
+        mark = " *" if m["in_focus"] else ""
+        table.add_row(m["id"], _when(m), f"{m['importance']:.2f}{mark}", Text(m["content"]))
+    out.print(table)
+
+
+@cli.command(short_help="Forget memories by id (--purge: erase their bytes too).")
+@click.argument("agent")
+@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@click.option("--purge", is_flag=True,
+              help="Also erase the text from every file of the store (rewrites the store).")
+@_data_dir_option
+def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Path) -> None:
+    """Forget the memories with these ids (from `memory-rdf memories`), as compression
+    forgets: the text goes, links into it stay (the agent knows it once knew something).
+    Unknown ids are ignored. With --purge the text is also in no file of the store directory
+    afterwards. Writes: fails (exit 1) while another process holds the agent.
+
+    \b
+    Example:
+      memory-rdf forget demo 0193f1c2a4b87c2e9d1f3a5b6c7d8e9f --purge
+    """
+    _existing_agent(agent, data_dir)
+    with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
+        try:
+            count = mem.forget(list(ids), purge=purge)
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise click.UsageError(str(exc)) from None
+    unknown = len(set(ids)) - count
+    note = f" ({unknown} unknown id(s) ignored)" if unknown > 0 else ""
+    erased = "; their text is in no file of the store" if purge else ""
+    click.echo(f"agent {agent!r}: forgot {count} memor{'y' if count == 1 else 'ies'}{note}"
+               f"{erased}")
+
+
+@cli.command(short_help="List journalled remembers; --retry requeues the failed ones.")
+@click.argument("agent")
+@click.option("--retry", is_flag=True,
+              help="Requeue every failed remember and wait for them (opens the agent).")
+@click.option("--json", "as_json", is_flag=True, help="The tasks as a JSON list.")
+@_data_dir_option
+def tasks(agent: str, retry: bool, as_json: bool, data_dir: Path) -> int:
+    """List the agent's journalled remembers: pending (accepted, not processed yet) and
+    failed (their small-model calls kept failing; kept, never dropped). Read-only without
+    --retry. With --retry, every failed remember is queued again and processed now; the exit
+    code is 1 when any fails again.
+
+    \b
+    Example:
+      memory-rdf tasks demo
+      MEMORY_RDF_MODEL=ollama:qwen2.5:3b memory-rdf tasks demo --retry
+    """
+    if retry:
+        _existing_agent(agent, data_dir)
+        err = _stderr()
+        with _open_manager(agent, data_dir, Config(), _model()) as mem:
+            requeued = mem.retry_failed()
+            _wait_for_remembers(mem, requeued, err)
+            stats = mem.stats()
+        click.echo(f"agent {agent!r}: requeued {requeued} failed remember(s); "
+                   f"{stats['failed_tasks']} failed now, {stats['nodes']} nodes")
+        return _report_failures(agent, stats, 0, err) if requeued else 0
+    _agent(agent)
+    listed = inspect.tasks(agent, data_dir)
+    if as_json:
+        click.echo(json.dumps(listed, ensure_ascii=False, indent=2, default=_json_default))
+        return 0
+    if not listed:
+        click.echo("(no journalled remembers)", err=True)
+        return 0
+    out = _stdout()
+    table = Table(title=f"Journalled remembers of {agent}")
+    for name in ("status", "accepted", "attempts", "text", "error"):
+        table.add_column(name, overflow="fold")
+    for t in listed:
+        at = t["accepted_at"]
+        when = at.strftime("%Y-%m-%d %H:%M") if at else ""
+        if not out.is_terminal:
+            click.echo("\t".join([t["status"], when, str(t["attempts"]),
+                                  _one_line(t["text"]), _one_line(t["error"])]))
+        table.add_row(t["status"], when, str(t["attempts"]), Text(t["text"]), Text(t["error"]))
+    if out.is_terminal:
+        out.print(table)
+    return 0
 
 
 # -- compress -----------------------------------------------------------------------------------

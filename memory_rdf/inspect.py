@@ -34,7 +34,13 @@ from memory_rdf import _graphview
 from memory_rdf import _vocab as V
 from memory_rdf._agents import agent_exists, agent_path
 from memory_rdf._exceptions import InvalidInputError
-from memory_rdf._inspect import inspect_agent, inspect_stats, open_rdflib_graph
+from memory_rdf._inspect import (
+    inspect_agent,
+    inspect_memories,
+    inspect_stats,
+    inspect_tasks,
+    open_rdflib_graph,
+)
 from memory_rdf._inspect import validate as _validate
 
 if TYPE_CHECKING:
@@ -53,9 +59,11 @@ __all__ = [
     "export",
     "graph",
     "graphviz_available",
+    "memories",
     "open_rdflib_graph",
     "sparql",
     "stats",
+    "tasks",
     "validate",
 ]
 
@@ -88,6 +96,39 @@ def stats(agent_id: str, data_dir: DataDir = None) -> dict[str, Any]:
         InvalidInputError, UnknownAgentError, StoreError: see the module docstring.
     """
     return inspect_agent(agent_id, data_dir, inspect_stats)
+
+
+def memories(
+    agent_id: str,
+    data_dir: DataDir = None,
+    *,
+    keywords: list[str] | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int | None = 100,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    """The agent's memories, newest first, as :meth:`MemoryManager.memories` lists them
+    (same keys, same filters; ``importance`` with the default ``link_break_threshold``).
+
+    Raises:
+        TypeError, ValueError: bad ``since`` / ``until`` / ``limit`` / ``offset``, before any
+            store is opened; and see the module docstring.
+    """
+    return inspect_agent(
+        agent_id, data_dir, inspect_memories(keywords, since, until, limit, offset)
+    )
+
+
+def tasks(agent_id: str, data_dir: DataDir = None) -> list[dict[str, Any]]:
+    """The agent's journalled remembers in the order accepted: ``pending`` (accepted, not
+    processed yet) and ``failed`` (kept after their small-model calls kept failing). Keys:
+    ``id``, ``status``, ``text``, ``attempts``, ``error``, ``accepted_at``.
+
+    Raises:
+        InvalidInputError, UnknownAgentError, StoreError: see the module docstring.
+    """
+    return inspect_agent(agent_id, data_dir, inspect_tasks)
 
 
 def export(agent_id: str, data_dir: DataDir = None, *, format: str = "turtle") -> bytes:
