@@ -125,6 +125,9 @@ _UNION = re.compile(
 Param = Term | Sequence[Term] | int | None
 
 
+_PREFIX_LINE = re.compile(r"^PREFIX[ \t]+\w*:[ \t]*<[^>\s]*>[ \t]*\n", re.MULTILINE)
+
+
 def render(name_or_text: str, **params: Param) -> str:
     """Fill a query's (or update's) parameters: the one templating path of the library.
 
@@ -150,10 +153,13 @@ def render(name_or_text: str, **params: Param) -> str:
     """
     if "\n" in name_or_text:
         text = name_or_text
-    elif name_or_text.endswith(".ru"):
-        text = update_text(name_or_text[:-3])
     else:
-        text = query_text(name_or_text)
+        text = (update_text(name_or_text[:-3]) if name_or_text.endswith(".ru")
+                else query_text(name_or_text))
+        # The files declare their prefixes so that they run on their own; the stores supply
+        # the same ones (V.PREFIXES), and a PREFIX after ";" in a batched update does not parse
+        # in Oxigraph: drop the declarations.
+        text = _PREFIX_LINE.sub("", text)
     if "# @union" in text:
         text, params = _expand_unions(text, params)
 

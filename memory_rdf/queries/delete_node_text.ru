@@ -3,6 +3,7 @@
 # Inputs:  $node   the node's IRI
 #          "@with memory" the agent's memory graph on an endpoint (SPEC §8); nothing embedded
 # Output:  none (an update)
+PREFIX memory: <https://w3id.org/memory-rdf/ontology#>
 # @with memory
 DELETE { $node memory:content ?o } WHERE { $node memory:content ?o } ;
 # @with memory

@@ -3,6 +3,7 @@
 # Inputs:  $node   the node's IRI
 #          "@with memory" the agent's memory graph on an endpoint (SPEC §8); nothing embedded
 # Output:  none (an update; one operation of the caller's atomic write)
+PREFIX memory: <https://w3id.org/memory-rdf/ontology#>
 # @with memory
 DELETE { ?link ?p ?o } WHERE { ?link memory:source $node . ?link ?p ?o } ;
 # @with memory

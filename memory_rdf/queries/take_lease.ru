@@ -3,6 +3,7 @@
 # lease back (lease.rq) to learn whether it got it.
 # Inputs:  $meta $lease (see lease.rq), $holder (xsd:string), $now and $expires (xsd:dateTime)
 # Output:  none (an update)
+PREFIX memory: <https://w3id.org/memory-rdf/ontology#>
 DELETE { GRAPH $meta { $lease memory:leaseHolder ?holder ; memory:leaseExpires ?expires } }
 INSERT { GRAPH $meta { $lease memory:leaseHolder $holder ; memory:leaseExpires $expires } }
 WHERE {
