@@ -174,7 +174,7 @@ def main() -> None:
             wall = soak.run()
             finals = [mem.stats() for mem in agents]
             waits_ms = [w * 1000 for mem in agents
-                        for w in system.scheduler.recall_waits(mem.agent_id)]
+                        for w in system._scheduler.recall_waits(mem.agent_id)]
             for mem, st in zip(agents, finals, strict=True):  # compression scans that ran
                 rows = mem.sparql("SELECT (SUM(?s) AS ?t) WHERE { ?n memory:scanCount ?s }")
                 st["scans"] = int(rows[0].get("t", 0)) if rows else 0  # type: ignore[index,union-attr]

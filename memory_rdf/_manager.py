@@ -7,7 +7,7 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Generator, Sequence, Set
+from collections.abc import Generator, Sequence, Set
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime
@@ -40,7 +40,7 @@ from memory_rdf._listing import Listing, Window
 from memory_rdf._listing import make_window as _window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._remember import Rememberer, SegmentationFailed
-from memory_rdf._scheduler import Scheduler, Task
+from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
 from memory_rdf._search import Searcher, Seed
 from memory_rdf._store import AgentStore, WriteBatch, node_ref, triple
 from memory_rdf._types import (
@@ -92,6 +92,9 @@ def _resolve_model(model: SmallModel | None) -> SmallModel:
 class MemorySystem:
     """Many agents served by one scheduler thread.
 
+    Managers made by :meth:`agent`, and managers built with ``MemoryManager(...,
+    system=system)``, are closed by :meth:`close`.
+
     >>> import tempfile
     >>> with MemorySystem(data_dir=tempfile.mkdtemp()) as system:
     ...     a = system.agent("agent_a")
@@ -111,13 +114,20 @@ class MemorySystem:
         self.config = config or Config()
         self.model = _resolve_model(model)
         apply_model_timeout(self.model, self.config.model_timeout)  # SPEC §4
-        self.scheduler = Scheduler()
+        self._scheduler = Scheduler()
         self._agents: dict[str, MemoryManager] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # agent() initializes a manager, which registers
         self._closed = False
 
     def agent(self, agent_id: str, *, config: Config | None = None) -> MemoryManager:
-        """The (initialized) manager of ``agent_id``; the same object for the same id."""
+        """The (initialized) manager of ``agent_id``; the same object for the same id.
+
+        Raises:
+            InvalidInputError, InvalidTypeError: ``agent_id`` is not a valid id (SPEC §2).
+            MemoryClosedError: the system is closed.
+            StoreError: the agent's store cannot be opened (``StoreLockedError``: another
+                process holds it).
+        """
         validate_agent_id(agent_id)
         with self._lock:
             if self._closed:
@@ -132,11 +142,23 @@ class MemorySystem:
                 self._agents[agent_id] = manager
             return manager
 
+    def _register(self, manager: MemoryManager) -> None:
+        """A manager of this system was initialized: :meth:`close` closes it too."""
+        with self._lock:
+            if self._closed:
+                raise MemoryClosedError("the memory system is closed")
+            current = self._agents.get(manager.agent_id)
+            if current is None or current.closed:
+                self._agents[manager.agent_id] = manager
+
     def agents(self) -> list[str]:
+        """Ids of the open agents of this system."""
         with self._lock:
             return [a for a, m in self._agents.items() if not m.closed]
 
     def close(self, timeout: float | None = None) -> None:
+        """Close every agent of the system (each waits up to ``timeout`` s for its queued
+        tasks, as :meth:`MemoryManager.close`), then stop the scheduler thread. Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -144,7 +166,7 @@ class MemorySystem:
             managers = list(self._agents.values())
         for manager in managers:
             manager.close(timeout=timeout)
-        self.scheduler.stop()
+        self._scheduler.stop()
 
     def __enter__(self) -> MemorySystem:
         return self
@@ -217,17 +239,26 @@ class MemoryManager:
                 self._compressor = Compressor(
                     store=store, nodes=self._nodes, links=self._links, focus=self._focus,
                     config=cfg, model=self.model, fallback=fallback,
-                    user_waiting=self._system.scheduler.user_work_waiting,
+                    user_waiting=self._system._scheduler.user_work_waiting,
                 )
                 self._rememberer = Rememberer(
                     store=store, nodes=self._nodes, links=self._links, focus=self._focus,
                     journal=self._journal, metadata=self._metadata, config=cfg, model=self.model,
                     fallback=fallback, make_room=self._compressor.make_room,
                 )
-                self._system.scheduler.add_agent(self)
+                self._system._scheduler.add_agent(
+                    Agent(self.agent_id, make_slice=self._make_slice, on_idle=self._on_idle)
+                )
             except BaseException:
                 store.close()
                 raise
+            if not self._owns_system:
+                try:
+                    self._system._register(self)
+                except BaseException:
+                    self._system._scheduler.remove_agent(self.agent_id, 0)
+                    store.close()
+                    raise
             self._store = store
             self._initialized = True
             for task in self._journal.tasks("pending"):
@@ -242,7 +273,7 @@ class MemoryManager:
                 return
             self.closed = True
             if self._initialized:
-                leftovers = self._system.scheduler.remove_agent(self.agent_id, timeout)
+                leftovers = self._system._scheduler.remove_agent(self.agent_id, timeout)
                 for task in leftovers:
                     if task.future is not None and not task.future.done():
                         task.future.set_exception(
@@ -284,41 +315,49 @@ class MemoryManager:
         msgs = coerce_messages(messages)
         self._check_open()
         text = messages_to_text(msgs)
-        scheduler = self._system.scheduler
-        # Queue check, journal write and enqueue under the scheduler's lock: no recall can take
-        # the last slot in between, so a full queue stores nothing and an accepted remember is
-        # never refused after it was journalled.
-        with self._lock, scheduler.lock:
+        scheduler = self._system._scheduler
+        # A queue slot is reserved first (under the scheduler's lock, briefly): no recall can
+        # take it while the journal write runs, outside that lock, so a full queue stores
+        # nothing, an accepted remember is never refused after it was journalled, and no other
+        # agent waits on this one's disk write. The manager's own lock keeps close() out.
+        with self._lock:
             self._check_open()
-            scheduler.check_room(self.agent_id, self.config.max_queue_size)
-            task = self._journal.add(text, said_at(msgs))
-            self._submit_remember(task)
+            slot = scheduler.reserve(self.agent_id, self.config.max_queue_size)
+            try:
+                task = self._journal.add(text, said_at(msgs))
+            except BaseException:
+                scheduler.release(slot)
+                raise
+            self._submit_remember(task, slot)
 
-    def _submit_remember(self, jtask: JournalTask) -> None:
+    def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
         def start() -> Generator[Backoff, None, list[str]]:
             ids = yield from self._rememberer.run(jtask)
             if self.config.auto_compress:
-                self._system.scheduler.request_slice(self.agent_id)
+                self._system._scheduler.request_slice(self.agent_id)
             return ids
 
-        def on_error(exc: BaseException, task: Task) -> bool:
+        attempts = 0  # failed segmentations of this remember
+
+        def on_error(exc: BaseException) -> float | None:
+            """Segmentation failed: back to the tail after a backoff delay, up to max_retries
+            times (SPEC §5.1); any other failure, or too many: kept in the journal as failed,
+            and said so in the log."""
+            nonlocal attempts
             total = 1 + self.config.max_retries
             if isinstance(exc, SegmentationFailed):
-                task.attempts += 1
-                if task.attempts <= self.config.max_retries:
-                    import time
-
-                    delay = backoff_delay(self.config, task.attempts)
-                    task.not_before = time.monotonic() + delay
+                attempts += 1
+                if attempts <= self.config.max_retries:
+                    delay = backoff_delay(self.config, attempts)
                     self._rememberer.stats.retries += 1
                     log_failed_attempt(
                         "segment", str(exc),
-                        f"attempt {task.attempts} of {total}, retrying in {delay:.1f} s; "
+                        f"attempt {attempts} of {total}, retrying in {delay:.1f} s; "
                         "recalls wait behind this remember",
                     )
-                    return True
+                    return delay
                 log_failed_attempt("segment", str(exc), f"attempt {total} of {total}, giving up")
-            jtask.attempts = max(task.attempts, 1)
+            jtask.attempts = max(attempts, 1)
             with contextlib.suppress(MemoryRDFError):
                 self._journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
             log.warning(
@@ -327,12 +366,13 @@ class MemoryManager:
                 "`memory-rdf tasks %s --retry`): %s",
                 self.agent_id, self.agent_id, exc,
             )
-            return False
+            return None
 
-        # No room check here: remember() made it with the journal write; resumed and retried
-        # tasks were accepted before.
-        self._system.scheduler.submit(
-            self.agent_id, Task("remember", start, on_error=on_error), None
+        # No room check here: remember() reserved the slot before its journal write; resumed
+        # and retried tasks were accepted before.
+        self._system._scheduler.submit(
+            self.agent_id, Task(TaskKind.REMEMBER, start, on_error=on_error), None,
+            reservation=slot,
         )
 
     # -- recall --------------------------------------------------------------------------------
@@ -390,7 +430,7 @@ class MemoryManager:
 
     def _waiting_behind(self) -> str:
         """Why a task of this agent may be waiting: remembers stuck on the small model."""
-        waiting = self._system.scheduler.remembers_waiting(self.agent_id)
+        waiting = self._system._scheduler.remembers_waiting(self.agent_id)
         if not waiting:
             return ""
         last = self._rememberer.stats.last_error if self._initialized else ""
@@ -423,8 +463,8 @@ class MemoryManager:
             return self._recall_now(*args, window=window)
             yield  # pragma: no cover  (makes this a generator)
 
-        self._system.scheduler.submit(
-            self.agent_id, Task("recall", start, future=future), self.config.max_queue_size
+        self._system._scheduler.submit(
+            self.agent_id, Task(TaskKind.RECALL, start, future=future), self.config.max_queue_size
         )
         return future
 
@@ -606,8 +646,8 @@ class MemoryManager:
             yield  # pragma: no cover  (makes this a generator)
 
         future: Future[list[dict[str, Any]]] = Future()
-        self._system.scheduler.submit(
-            self.agent_id, Task("memories", start, future=future), self.config.max_queue_size
+        self._system._scheduler.submit(
+            self.agent_id, Task(TaskKind.MEMORIES, start, future=future), self.config.max_queue_size
         )
         return self._result(future, timeout, "memories")
 
@@ -646,8 +686,8 @@ class MemoryManager:
             yield  # pragma: no cover  (makes this a generator)
 
         future: Future[int] = Future()
-        self._system.scheduler.submit(
-            self.agent_id, Task("forget", start, future=future), self.config.max_queue_size
+        self._system._scheduler.submit(
+            self.agent_id, Task(TaskKind.FORGET, start, future=future), self.config.max_queue_size
         )
         return self._result(future, timeout, "forget")
 
@@ -669,22 +709,18 @@ class MemoryManager:
 
     # -- compression ---------------------------------------------------------------------------
 
-    def _slice_generator_factory(
-        self, *, auto: bool
-    ) -> Callable[[], Generator[Backoff, None, dict[str, Any]]]:
-        def start() -> Generator[Backoff, None, dict[str, Any]]:
-            return (yield from self._compressor.run_slice())
-
-        return start
+    def _make_slice(self) -> Generator[Backoff, None, dict[str, Any]]:
+        """One compression slice (the scheduler's callback for automatic ones)."""
+        return (yield from self._compressor.run_slice())
 
     def run_compression_slice(self, timeout: float | None = None) -> dict[str, Any]:
         """Run one compression slice for this agent now (after its queued tasks) and report it:
         scanned, compressed, forgotten, links_removed, model_calls, preempted, elapsed_ms."""
         self._check_open()
         future: Future[dict[str, Any]] = Future()
-        self._system.scheduler.submit(
+        self._system._scheduler.submit(
             self.agent_id,
-            Task("slice", self._slice_generator_factory(auto=False), future=future, counted=False),
+            Task(TaskKind.SLICE, self._make_slice, future=future, counted=False),
             None,
         )
         return future.result(timeout)
@@ -694,7 +730,7 @@ class MemoryManager:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once no task of this agent (compression included) is queued or running."""
         self._check_open()
-        return self._system.scheduler.wait_idle(self.agent_id, timeout)
+        return self._system._scheduler.wait_idle(self.agent_id, timeout)
 
     def sparql(self, query: str) -> list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]:
         """Read-only SPARQL over the memory graph (SPEC §6). The §2 prefixes are predeclared.
@@ -716,7 +752,7 @@ class MemoryManager:
             "links": links,
             "dangling_links": dangling,
             "focus": self._focus.ids(),
-            "pending_tasks": self._system.scheduler.pending(self.agent_id),
+            "pending_tasks": self._system._scheduler.pending(self.agent_id),
             "failed_tasks": self._journal.count("failed"),
             "model_calls": calls.calls,
             "model_failures": calls.failures,
@@ -727,7 +763,7 @@ class MemoryManager:
             "model_completion_tokens": calls.completion_tokens,
             "store_read_only": store.read_only,
             "recall_queue_wait_ms": _wait_summary(
-                self._system.scheduler.recall_waits(self.agent_id)),
+                self._system._scheduler.recall_waits(self.agent_id)),
         }
 
     def pending_remembers(self) -> int:

@@ -4,6 +4,13 @@ Order of service: queued user tasks first (remember, recall, an explicit compres
 agents taking turns, FIFO within an agent; then automatic compression slices, agents taking
 turns. Tasks are generators that yield a Backoff instead of sleeping, so a task waiting out a
 retry delay never holds the thread.
+
+The scheduler knows nothing of managers: an agent registers an id and two callbacks (make an
+automatic compression slice, the queue went idle); a task carries its own ``on_error`` that
+says whether to queue it again and after what delay. No callback and no task step runs under
+the scheduler's lock, and a caller that must write before it enqueues (a remember's durable
+journal write) first reserves a queue slot (:meth:`~Scheduler.reserve`), writes outside the
+lock, then submits with the reservation or releases it.
 """
 
 from __future__ import annotations
@@ -15,19 +22,31 @@ from collections import deque
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import Any
 
 from memory_rdf._calls import Backoff, current_agent
 from memory_rdf._exceptions import MemoryClosedError, QueueFullError
-from memory_rdf._remember import SegmentationFailed
-
-if TYPE_CHECKING:
-    from memory_rdf._manager import MemoryManager
 
 log = logging.getLogger("memory_rdf")
 
+
+class TaskKind(StrEnum):
+    """What a task does; the scheduler orders and preempts by kind."""
+
+    REMEMBER = "remember"
+    RECALL = "recall"
+    MEMORIES = "memories"
+    FORGET = "forget"
+    SLICE = "slice"  # a compression slice asked for by the user (run_compression_slice)
+    AUTO_SLICE = "auto"  # an automatic compression slice (made by the agent's callback)
+
+
 #: Tasks a caller waits for: a compression slice ends early for them (SPEC §5.3).
-USER_KINDS = ("remember", "recall", "memories", "forget")
+USER_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.RECALL, TaskKind.MEMORIES, TaskKind.FORGET})
+
+#: A generator step: yields a Backoff to wait without holding the thread, returns the result.
+Step = Generator[Backoff, None, Any]
 
 #: Recalls whose queue wait is kept per agent (for stats()["recall_queue_wait_ms"]).
 RECENT_WAITS = 1000
@@ -37,22 +56,44 @@ RECENT_WAITS = 1000
 class Task:
     """A unit of work for one agent. ``start()`` makes the generator; the scheduler steps it."""
 
-    kind: str  # "remember" | "recall" | "memories" | "forget" | "slice"
-    start: Callable[[], Generator[Backoff, None, Any]]
+    kind: TaskKind
+    start: Callable[[], Step]
     future: Future[Any] | None = None
     counted: bool = True  # counts toward max_queue_size
     not_before: float = 0.0
-    gen: Generator[Backoff, None, Any] | None = None
-    attempts: int = 0  # failed segmentation attempts (remember only)
-    on_error: Callable[[BaseException, Task], bool] | None = None  # True: requeued, keep
+    gen: Step | None = None
+    #: Called (outside the lock) when the task raised: a delay in seconds sends it back to the
+    #: tail of its agent's queue to start again after that delay; None lets it fail.
+    on_error: Callable[[BaseException], float | None] | None = None
+    failures: int = 0  # times it failed and was queued again
     enqueued: float = 0.0  # time.monotonic() when submitted
     seq: int = 0  # submission order within the scheduler (kept when a remember is requeued)
 
 
+@dataclass(frozen=True)
+class Agent:
+    """What the scheduler needs from an agent: its id and two callbacks."""
+
+    agent_id: str
+    #: a fresh automatic compression slice (called when one is due, outside the lock)
+    make_slice: Callable[[], Step]
+    #: the agent's queue just emptied (called outside the lock; e.g. compact the store)
+    on_idle: Callable[[], None] = lambda: None
+
+
+@dataclass(eq=False)
+class Reservation:
+    """A queue slot held by :meth:`Scheduler.reserve` until submitted or released."""
+
+    agent_id: str
+    used: bool = False
+
+
 @dataclass(eq=False)
 class AgentSlot:
-    manager: MemoryManager
+    agent: Agent
     queue: deque[Task] = field(default_factory=deque)
+    reserved: int = 0  # slots reserved and not yet submitted or released
     running: Task | None = None
     #: automatic slices queued and not yet started: one per processed remember (SPEC §5.1
     #: step 5), one more for a slice that was preempted or abandoned (SPEC §5.3).
@@ -77,11 +118,11 @@ class Scheduler:
 
     # -- registration --------------------------------------------------------------------------
 
-    def add_agent(self, manager: MemoryManager) -> None:
+    def add_agent(self, agent: Agent) -> None:
         with self._cv:
             if self._stopped:
                 raise MemoryClosedError("the memory system is closed")
-            self._agents[manager.agent_id] = AgentSlot(manager)
+            self._agents[agent.agent_id] = AgentSlot(agent)
             if not self._started:
                 self._started = True
                 self._thread.start()
@@ -128,16 +169,19 @@ class Scheduler:
 
     # -- submission ----------------------------------------------------------------------------
 
-    @property
-    def lock(self) -> threading.Condition:
-        """The scheduler's (reentrant) lock: hold it to check room and submit as one step."""
-        return self._cv
-
-    def submit(self, agent_id: str, task: Task, limit: int | None, *, front: bool = False) -> None:
+    def submit(
+        self, agent_id: str, task: Task, limit: int | None, *, front: bool = False,
+        reservation: Reservation | None = None,
+    ) -> None:
+        """Queue ``task``. ``limit``: raise :class:`QueueFullError` (queueing nothing) when the
+        agent already has that many counted tasks waiting. ``reservation``: the slot
+        :meth:`reserve` held for it (no room check then); released if the agent is closed."""
         with self._cv:
+            if reservation is not None:
+                self._use(reservation)
             slot = self._slot(agent_id)
-            if limit is not None and task.counted:
-                self.check_room(agent_id, limit)
+            if limit is not None and task.counted and reservation is None:
+                self._check_room(slot, agent_id, limit)
             task.enqueued = time.monotonic()
             self._submitted += 1
             task.seq = self._submitted
@@ -147,16 +191,38 @@ class Scheduler:
                 slot.queue.append(task)
             self._cv.notify_all()
 
-    def check_room(self, agent_id: str, limit: int) -> None:
-        """Raise QueueFullError now if a counted task would not fit (before journalling)."""
+    def reserve(self, agent_id: str, limit: int) -> Reservation:
+        """Hold one queue slot of the agent, or raise :class:`QueueFullError` now. The caller
+        does its slow work (a durable write) without any lock, then calls :meth:`submit` with the
+        reservation or :meth:`release`."""
         with self._cv:
             slot = self._slot(agent_id)
-            waiting = sum(1 for t in slot.queue if t.counted and t.gen is None)
-            if waiting >= limit:
-                raise QueueFullError(
-                    f"agent {agent_id!r} already has {waiting} tasks waiting "
-                    f"(max_queue_size={limit}); retry later"
-                )
+            self._check_room(slot, agent_id, limit)
+            slot.reserved += 1
+            return Reservation(agent_id)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back a slot that will not be used (the write before the submit failed)."""
+        with self._cv:
+            self._use(reservation)
+            self._cv.notify_all()
+
+    def _use(self, reservation: Reservation) -> None:
+        if reservation.used:
+            raise RuntimeError("a queue reservation is used once")
+        reservation.used = True
+        slot = self._agents.get(reservation.agent_id)
+        if slot is not None:
+            slot.reserved -= 1
+
+    @staticmethod
+    def _check_room(slot: AgentSlot, agent_id: str, limit: int) -> None:
+        waiting = sum(1 for t in slot.queue if t.counted and t.gen is None) + slot.reserved
+        if waiting >= limit:
+            raise QueueFullError(
+                f"agent {agent_id!r} already has {waiting} tasks waiting "
+                f"(max_queue_size={limit}); retry later"
+            )
 
     def request_slice(self, agent_id: str) -> None:
         with self._cv:
@@ -178,7 +244,7 @@ class Scheduler:
             slot = self._agents.get(agent_id)
             if slot is None:
                 return 0
-            running = slot.running is not None and slot.running.kind != "auto"
+            running = slot.running is not None and slot.running.kind is not TaskKind.AUTO_SLICE
             return len(slot.queue) + (1 if running and slot.running not in slot.queue else 0)
 
     def remembers_waiting(self, agent_id: str) -> int:
@@ -191,7 +257,7 @@ class Scheduler:
                 return 0
             return sum(
                 1 for t in slot.queue
-                if t.kind == "remember" and (t.attempts > 0 or t.not_before > now)
+                if t.kind is TaskKind.REMEMBER and (t.failures > 0 or t.not_before > now)
             )
 
     def recall_waits(self, agent_id: str) -> list[float]:
@@ -261,7 +327,7 @@ class Scheduler:
                 continue
             if slot.auto_slice is None and slot.slices_pending:
                 slot.slices_pending -= 1
-                slot.auto_slice = Task("auto", slot.manager._slice_generator_factory(auto=True),
+                slot.auto_slice = Task(TaskKind.AUTO_SLICE, slot.agent.make_slice,
                                        counted=False)
             if slot.auto_slice is not None and slot.auto_slice.not_before <= now:
                 self._slice_turn = (self._slice_turn + i + 1) % n
@@ -286,11 +352,11 @@ class Scheduler:
         for task in dropped:
             slot.queue.remove(task)
         earliest_remember = min(
-            (t.seq for t in slot.queue if t.kind == "remember"), default=None
+            (t.seq for t in slot.queue if t.kind is TaskKind.REMEMBER), default=None
         )
         for task in slot.queue:
             blocked = (
-                task.kind != "remember"
+                task.kind is not TaskKind.REMEMBER
                 and earliest_remember is not None
                 and earliest_remember < task.seq
             )
@@ -325,7 +391,7 @@ class Scheduler:
 
     def _step(self, slot: AgentSlot, task: Task) -> None:
         """Advance ``task`` until it finishes or asks for a backoff."""
-        token = current_agent.set(slot.manager.agent_id)  # names the agent in log lines
+        token = current_agent.set(slot.agent.agent_id)  # names the agent in log lines
         try:
             self._step_in(slot, task)
         finally:
@@ -333,7 +399,7 @@ class Scheduler:
 
     def _step_in(self, slot: AgentSlot, task: Task) -> None:
         if task.gen is None:
-            if task.kind == "recall":
+            if task.kind is TaskKind.RECALL:
                 slot.recall_waits.append(time.monotonic() - task.enqueued)
             task.gen = task.start()
         try:
@@ -345,7 +411,7 @@ class Scheduler:
             self._finish(slot, task, None, exc)
             return
         with self._cv:
-            if task.kind == "auto" and self._user_waiting_locked():
+            if task.kind is TaskKind.AUTO_SLICE and self._user_waiting_locked():
                 task.gen.close()  # abandon: the node stays as it was, scanned again later
                 slot.auto_slice = None
                 self._requeue_slice(slot)
@@ -361,33 +427,43 @@ class Scheduler:
         )
 
     def _finish(self, slot: AgentSlot, task: Task, value: Any, exc: BaseException | None) -> None:
+        """The task ended. Its callbacks run outside the lock; the task stays in its queue (and
+        the agent busy) until they decided, so nobody sees the agent idle in between."""
+        delay = None
+        if exc is not None and task.on_error is not None:
+            try:
+                delay = task.on_error(exc)
+            except Exception:  # a failing callback must not stop the thread
+                log.exception("memory_rdf: the error handler of a %s task failed", task.kind)
         with self._cv:
-            if task.kind == "auto":
+            if task.kind is TaskKind.AUTO_SLICE:
                 slot.auto_slice = None
                 if exc is None and isinstance(value, dict) and value.get("preempted"):
                     self._requeue_slice(slot)
             elif task in slot.queue:
                 slot.queue.remove(task)
-            if not slot.queue and not slot.closing:
-                slot.manager._on_idle()
-            requeue = (
-                isinstance(exc, SegmentationFailed)
-                and task.on_error is not None
-                and task.on_error(exc, task)
-            )
-            if requeue:
-                task.gen = None
-                slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
-                self._cv.notify_all()
-                return
+                if delay is not None:
+                    task.gen = None
+                    task.failures += 1
+                    task.not_before = time.monotonic() + delay
+                    slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
+            idle = not slot.queue and not slot.closing
             self._cv.notify_all()
+        if idle:
+            try:
+                slot.agent.on_idle()
+            except Exception:
+                log.exception("memory_rdf: the idle callback of agent %s failed",
+                              slot.agent.agent_id)
+        if delay is not None and task.kind is not TaskKind.AUTO_SLICE:
+            return
         if exc is not None:
-            if task.on_error is not None and not isinstance(exc, SegmentationFailed):
-                task.on_error(exc, task)
             if task.future is not None and not task.future.done():
                 task.future.set_exception(exc)
-            elif task.kind == "auto" or (task.future is None and task.on_error is None):
+            elif task.kind is TaskKind.AUTO_SLICE or (
+                task.future is None and task.on_error is None
+            ):
                 log.warning("memory_rdf: %s task of agent %s failed: %s",
-                            task.kind, slot.manager.agent_id, exc)
+                            task.kind, slot.agent.agent_id, exc)
         elif task.future is not None and not task.future.done():
             task.future.set_result(value)

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from pathlib import Path
 
-from memory_rdf import MemoryManager, MemorySystem, Processed
+import pytest
+
+from memory_rdf import MemoryManager, MemorySystem, Processed, QueueFullError
+from memory_rdf._calls import Backoff
+from memory_rdf._scheduler import Agent, Scheduler, Task, TaskKind
 
 from helpers import FAST, ScriptedModel, say
 
@@ -175,3 +181,136 @@ def test_stats_report_how_long_recalls_waited_in_the_queue(make_manager) -> None
     assert waits["n"] == 2
     assert waits["max"] >= 150  # the first one
     assert waits["p50"] <= waits["p95"] <= waits["max"]
+
+
+# -- the scheduler alone: callbacks, no manager ---------------------------------------------------
+
+
+def _returns(value: object) -> Callable[[], Generator[Backoff, None, object]]:
+    def start() -> Generator[Backoff, None, object]:
+        return value
+        yield  # a generator
+
+    return start
+
+
+def _other_thread_can_take_the_lock(scheduler: Scheduler) -> bool:
+    """True when another thread gets the scheduler's lock within 2 s (it is not held)."""
+    done = threading.Event()
+    threading.Thread(target=lambda: (scheduler.pending("a"), done.set()), daemon=True).start()
+    return done.wait(2)
+
+
+def test_the_scheduler_stands_alone() -> None:
+    """Agents register an id and callbacks; the scheduler imports nothing of the manager, runs
+    callbacks outside its lock, requeues a failed task after the delay its on_error returns."""
+    import ast
+
+    import memory_rdf._scheduler as module
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"memory_rdf._manager", "memory_rdf._remember", "memory_rdf._store"}
+
+    scheduler = Scheduler()
+    idle_free: list[bool] = []
+    slices: list[int] = []
+
+    def make_slice() -> Generator[Backoff, None, dict[str, object]]:
+        slices.append(1)
+        return {"preempted": False}
+        yield
+
+    def on_idle() -> None:
+        idle_free.append(_other_thread_can_take_the_lock(scheduler))
+
+    scheduler.add_agent(Agent("a", make_slice=make_slice, on_idle=on_idle))
+    try:
+        tries: list[float] = []
+        errors: list[bool] = []
+
+        def flaky() -> Generator[Backoff, None, str]:
+            tries.append(time.monotonic())
+            if len(tries) < 3:
+                raise RuntimeError("not yet")
+            return "done"
+            yield
+
+        def on_error(exc: BaseException) -> float | None:
+            errors.append(_other_thread_can_take_the_lock(scheduler))
+            return 0.1
+
+        future: Future[str] = Future()
+        scheduler.submit("a", Task(TaskKind.REMEMBER, flaky, future=future, on_error=on_error),
+                         None)
+        assert future.result(10) == "done"
+        assert len(tries) == 3 and tries[2] - tries[1] >= 0.09  # the delay on_error asked for
+        assert errors == [True, True]  # on_error ran without the scheduler's lock
+
+        failed: Future[str] = Future()
+        scheduler.submit("a", Task(TaskKind.RECALL, lambda: _boom(), future=failed), None)
+        with pytest.raises(ValueError, match="boom"):
+            failed.result(10)  # no on_error: the caller gets the exception; the thread lives
+        ok: Future[object] = Future()
+        scheduler.submit("a", Task(TaskKind.RECALL, _returns(42), future=ok), None)
+        assert ok.result(10) == 42
+
+        scheduler.request_slice("a")
+        assert scheduler.wait_idle("a", 10)
+        assert slices == [1]  # the agent's callback made the automatic slice
+        assert idle_free and all(idle_free)  # on_idle ran without the scheduler's lock
+    finally:
+        scheduler.remove_agent("a", timeout=5)
+        scheduler.stop()
+
+
+def _boom() -> Generator[Backoff, None, str]:
+    raise ValueError("boom")
+    yield
+
+
+def test_a_reservation_holds_a_queue_slot_until_submitted_or_released() -> None:
+    scheduler = Scheduler()
+    gate = threading.Event()
+
+    def blocked() -> Generator[Backoff, None, None]:
+        gate.wait(10)
+        return None
+        yield
+
+    scheduler.add_agent(Agent("a", make_slice=lambda: _returns({})()))
+    try:
+        scheduler.submit("a", Task(TaskKind.RECALL, blocked), 2)  # runs, holds the thread
+        time.sleep(0.1)
+        first = scheduler.reserve("a", 2)
+        second = scheduler.reserve("a", 2)
+        with pytest.raises(QueueFullError):
+            scheduler.reserve("a", 2)  # both slots are held by reservations
+        with pytest.raises(QueueFullError):
+            scheduler.submit("a", Task(TaskKind.RECALL, _returns(1)), 2)
+        scheduler.release(second)
+        third = scheduler.reserve("a", 2)  # the released slot is free again
+        done: Future[object] = Future()
+        scheduler.submit("a", Task(TaskKind.REMEMBER, _returns("x"), future=done), None,
+                         reservation=first)
+        with pytest.raises(RuntimeError):
+            scheduler.release(first)  # a reservation is used once
+        scheduler.release(third)
+        gate.set()
+        assert done.result(10) == "x"
+        assert scheduler.wait_idle("a", 10)
+    finally:
+        gate.set()
+        scheduler.remove_agent("a", timeout=5)
+        scheduler.stop()
+
+
+def test_a_manager_built_with_system_is_closed_by_the_system(tmp_path: Path) -> None:
+    system = MemorySystem(data_dir=tmp_path, model=ScriptedModel(), config=FAST)
+    mem = MemoryManager("own", data_dir=tmp_path, system=system).initialize()
+    mem.remember(say("kept"))
+    assert system.agents() == ["own"]
+    system.close()
+    assert mem.closed
+    with MemoryManager("own", data_dir=tmp_path, model=ScriptedModel(), config=FAST) as again:
+        assert again.recall(["kept"]) == "[记忆] kept"  # the store was released and kept
