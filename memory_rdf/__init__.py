@@ -27,6 +27,7 @@ from memory_rdf._exceptions import (
     UpdateRefusedError,
 )
 from memory_rdf._manager import MemoryManager, MemorySystem
+from memory_rdf._remote import SparqlEndpoint
 from memory_rdf._types import Message, Processed, SmallModel, coerce_messages
 from memory_rdf.small_model import (
     HeuristicModel,
@@ -58,6 +59,7 @@ __all__ = [
     "QueueFullError",
     "SchemaVersionError",
     "SmallModel",
+    "SparqlEndpoint",
     "SparqlError",
     "StoreError",
     "StoreLockedError",

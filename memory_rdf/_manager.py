@@ -40,9 +40,10 @@ from memory_rdf._listing import Listing, Window
 from memory_rdf._listing import make_window as _window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._remember import Rememberer, SegmentationFailed
+from memory_rdf._remote import RemoteStore, SparqlEndpoint
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
 from memory_rdf._search import Searcher, Seed
-from memory_rdf._store import AgentStore, WriteBatch, node_ref, triple
+from memory_rdf._store import AgentStore, MemoryStore, WriteBatch, node_ref, triple
 from memory_rdf._types import (
     SmallModel,
     coerce_messages,
@@ -78,6 +79,16 @@ def _node_ids(ids: object) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _check_endpoint(endpoint: object, data_dir: object) -> SparqlEndpoint | None:
+    if endpoint is None:
+        return None
+    if not isinstance(endpoint, SparqlEndpoint):
+        raise InvalidTypeError(f"endpoint must be a SparqlEndpoint, got {type(endpoint).__name__}")
+    if data_dir is not None:
+        raise InvalidInputError("give data_dir or endpoint, not both (SPEC §8)")
+    return endpoint
+
+
 def _resolve_model(model: SmallModel | None) -> SmallModel:
     from memory_rdf.small_model import HeuristicModel
 
@@ -95,6 +106,12 @@ class MemorySystem:
     Managers made by :meth:`agent`, and managers built with ``MemoryManager(...,
     system=system)``, are closed by :meth:`close`.
 
+    The agents live in ``data_dir`` (one embedded Oxigraph store each), or, with
+    ``endpoint=SparqlEndpoint(...)``, in named graphs on a SPARQL 1.1 server (SPEC §8); give
+    one or the other. An endpoint agent is held by one process at a time (a lease):
+    :meth:`agent` raises :class:`StoreLockedError` naming the holder while another process
+    serves it, and :class:`StoreError` when the server cannot be reached.
+
     >>> import tempfile
     >>> with MemorySystem(data_dir=tempfile.mkdtemp()) as system:
     ...     a = system.agent("agent_a")
@@ -107,9 +124,12 @@ class MemorySystem:
         data_dir: str | os.PathLike[str] | None = None,
         model: SmallModel | None = None,
         config: Config | None = None,
+        *,
+        endpoint: SparqlEndpoint | None = None,
     ) -> None:
         if config is not None and not isinstance(config, Config):
             raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
+        self.endpoint = _check_endpoint(endpoint, data_dir)
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.config = config or Config()
         self.model = _resolve_model(model)
@@ -135,8 +155,8 @@ class MemorySystem:
             manager = self._agents.get(agent_id)
             if manager is None or manager.closed:
                 manager = MemoryManager(
-                    agent_id, data_dir=self.data_dir, config=config or self.config,
-                    model=self.model, system=self,
+                    agent_id, data_dir=None if self.endpoint else self.data_dir,
+                    config=config or self.config, model=self.model, system=self,
                 )
                 manager.initialize()
                 self._agents[agent_id] = manager
@@ -193,13 +213,18 @@ class MemoryManager:
         model: SmallModel | None = None,
         *,
         system: MemorySystem | None = None,
+        endpoint: SparqlEndpoint | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         if config is not None and not isinstance(config, Config):
             raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
         self.config = config or (system.config if system else Config())
+        _check_endpoint(endpoint, data_dir)
+        if system is not None and endpoint is not None and system.endpoint is not endpoint:
+            raise InvalidInputError("endpoint: give it to the MemorySystem, not to its agents")
         if system is None:
-            self._system = MemorySystem(data_dir=data_dir, model=model, config=self.config)
+            self._system = MemorySystem(data_dir=data_dir, model=model, config=self.config,
+                                        endpoint=endpoint)
             self._owns_system = True
         else:
             self._system = system
@@ -207,9 +232,10 @@ class MemoryManager:
         self.model = self._system.model if model is None else _resolve_model(model)
         if self.model is not self._system.model:  # the system's model has the system's timeout
             apply_model_timeout(self.model, self.config.model_timeout)
+        self.endpoint = self._system.endpoint
         base = Path(data_dir) if data_dir is not None else self._system.data_dir
-        self.path = base / self.agent_id
-        self._store: AgentStore | None = None
+        self.path = base / self.agent_id  # unused for an endpoint agent
+        self._store: MemoryStore | None = None
         self._initialized = False
         self.closed = False
         self._lock = threading.RLock()
@@ -225,7 +251,7 @@ class MemoryManager:
                 return self
             from memory_rdf.small_model import HeuristicModel
 
-            store = AgentStore(self.path)
+            store = self._open_store()
             try:
                 cfg = self.config
                 self._nodes = NodeStore(store)
@@ -299,7 +325,16 @@ class MemoryManager:
         if self._store is not None:
             self._store.maybe_optimize_in_background()
 
-    def _check_open(self) -> AgentStore:
+    def _open_store(self) -> MemoryStore:
+        if self.endpoint is None:
+            return AgentStore(self.path)
+        cfg = self.config
+        return RemoteStore(
+            self.endpoint, self.agent_id, max_retries=cfg.max_retries,
+            retry_initial_delay=cfg.retry_initial_delay, retry_max_delay=cfg.retry_max_delay,
+        )
+
+    def _check_open(self) -> MemoryStore:
         if self.closed:
             raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")
         if not self._initialized or self._store is None:
@@ -747,7 +782,7 @@ class MemoryManager:
         calls.add(self._compressor.stats)
         return {
             "agent_id": self.agent_id,
-            "store_path": str(self.path.resolve()),
+            "store_path": str(self.path.resolve()) if self.endpoint is None else store.location,
             "nodes": self._nodes.count(),
             "links": links,
             "dangling_links": dangling,

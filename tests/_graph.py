@@ -43,12 +43,15 @@ def created(mem: MemoryManager) -> dict[str, datetime]:
 
 
 def set_strength(mem: MemoryManager, source: str, target: str, strength: float) -> None:
-    """Test setup: overwrite one link's strength in the real store."""
+    """Test setup: overwrite one link's strength in the real store (embedded or endpoint)."""
+    from memory_rdf import _vocab as V
+    from memory_rdf._store import WriteBatch, link_ref, lit, triple
+
     ids = ids_by_content(mem)
-    link = f"<https://w3id.org/memory-rdf/link/{ids[source]}--{ids[target]}>"
-    store = mem._store.store  # type: ignore[union-attr]
-    store.update(
-        f"DELETE WHERE {{ {link} <https://w3id.org/memory-rdf/ontology#strength> ?w }} ; "
-        f"INSERT DATA {{ {link} <https://w3id.org/memory-rdf/ontology#strength> "
-        f'"{strength!r}"^^<http://www.w3.org/2001/XMLSchema#double> }}'
-    )
+    link = link_ref(ids[source], ids[target])
+    rows = mem.sparql(f"SELECT ?w WHERE {{ {link} memory:strength ?w }}")
+    batch = WriteBatch()
+    batch.delete([triple(link, V.STRENGTH, lit(float(r["w"]))) for r in rows])  # type: ignore[index,union-attr]
+    batch.insert([triple(link, V.STRENGTH, lit(float(strength)))])
+    assert mem._store is not None
+    mem._store.commit(batch)

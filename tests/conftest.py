@@ -1,4 +1,9 @@
-"""Shared fixtures: real temporary Oxigraph stores and the scripted small model."""
+"""Shared fixtures: real temporary Oxigraph stores and the scripted small model.
+
+A test module that sets ``BACKENDS = ("embedded", "endpoint")`` runs each test using
+``make_manager``/``mem`` twice: on an embedded store and on a loopback ``oxigraph serve``
+(SPEC §8), one server for the whole session, cleared after each test.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,28 @@ import pytest
 from memory_rdf import Config, MemoryManager
 
 from helpers import FAST, ScriptedModel
+from servers import Server, oxigraph_command
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        backends = getattr(metafunc.module, "BACKENDS", ("embedded",))
+        metafunc.parametrize("backend", backends, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "embedded"))
+
+
+@pytest.fixture(scope="session")
+def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One ``oxigraph serve`` on loopback for the session."""
+    if oxigraph_command() is None:
+        pytest.skip("the oxigraph CLI is not installed (it comes with pip install '.[test]')")
+    server = Server(tmp_path_factory.mktemp("oxigraph")).start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -23,12 +50,22 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_manager(data_dir: Path, model: ScriptedModel) -> Iterator[Callable[..., MemoryManager]]:
+def make_manager(
+    data_dir: Path, model: ScriptedModel, backend: str, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., MemoryManager]]:
     made: list[MemoryManager] = []
+    server: Server | None = None
+    endpoint = None
+    if backend == "endpoint":
+        server = request.getfixturevalue("oxigraph_server")
+        endpoint = server.endpoint()
 
     def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:
-        mem = MemoryManager(agent, data_dir=data_dir, config=config,
-                            model=kw.pop("model", model))  # type: ignore[arg-type]
+        where: dict[str, object] = (
+            {"endpoint": endpoint} if endpoint is not None else {"data_dir": data_dir}
+        )
+        mem = MemoryManager(agent, config=config, model=kw.pop("model", model),  # type: ignore[arg-type]
+                            **where)  # type: ignore[arg-type]
         mem.initialize()
         made.append(mem)
         return mem
@@ -36,6 +73,9 @@ def make_manager(data_dir: Path, model: ScriptedModel) -> Iterator[Callable[...,
     yield make
     for mem in made:
         mem.close(timeout=10)
+    if server is not None and endpoint is not None:
+        endpoint.close()
+        server.clear()
 
 
 @pytest.fixture

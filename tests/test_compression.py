@@ -12,6 +12,9 @@ from memory_rdf import MemoryManager
 from _graph import focus, ids_by_content, links, set_strength
 from helpers import FAST, ScriptedModel, remember
 
+#: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
+BACKENDS = ("embedded", "endpoint")
+
 A, B, C = "aaaaaaaaaa first memory", "bbbbbbbbbb second memory", "cccccccccc third memory"
 
 

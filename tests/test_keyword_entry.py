@@ -17,6 +17,9 @@ from memory_rdf._text import index_terms, tokenize
 from _graph import NODE, ids_by_content, set_strength
 from helpers import FAST, ScriptedModel, remember
 
+#: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
+BACKENDS = ("embedded", "endpoint")
+
 SEP = "\n---\n"
 
 
@@ -39,7 +42,8 @@ def terms_of(mem: MemoryManager) -> dict[str, tuple[set[str], int | None]]:
 
 
 def _dump(mem: MemoryManager) -> set[str]:
-    return {str(q) for q in mem._store.store}  # type: ignore[union-attr]
+    assert mem._store is not None
+    return set(mem._store.dump("nquads", default_graph_only=False).decode().splitlines())
 
 
 FILLERS = [f"lunch menu item {i}" for i in range(30)]

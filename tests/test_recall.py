@@ -12,6 +12,9 @@ from memory_rdf import Config, MemoryManager, Templates
 from _graph import set_strength
 from helpers import FAST, ScriptedModel, remember
 
+#: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
+BACKENDS = ("embedded", "endpoint")
+
 SEP = "\n---\n"
 
 
@@ -182,7 +185,8 @@ def test_english_templates(make_manager) -> None:
 
 
 def _dump(mem: MemoryManager) -> set[str]:
-    return {str(q) for q in mem._store.store}  # type: ignore[union-attr]
+    assert mem._store is not None
+    return set(mem._store.dump("nquads", default_graph_only=False).decode().splitlines())
 
 
 def test_recall_changes_nothing(forgot: MemoryManager) -> None:

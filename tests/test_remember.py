@@ -9,6 +9,9 @@ from memory_rdf import Config, MemoryManager, Message
 from _graph import created, focus, ids_by_content, links
 from helpers import FAST, ScriptedModel, remember, say
 
+#: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
+BACKENDS = ("embedded", "endpoint")
+
 
 def test_chain_links_between_segments_of_one_remember(mem: MemoryManager) -> None:
     remember(mem, "alpha | beta | gamma")

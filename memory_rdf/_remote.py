@@ -1,0 +1,496 @@
+"""An agent's memory on a SPARQL 1.1 server (SPEC §8): the endpoint store beside the embedded one.
+
+:class:`SparqlEndpoint` is the connection (httpx keep-alive pool, auth, headers, timeout) that
+many agents of a process share; :class:`RemoteStore` is one agent's :class:`MemoryStore` on
+it. The agent's memory network is the named graph ``<…/agent/{id}>``, its journal and metadata
+``<…/agent/{id}/journal>`` and ``<…/agent/{id}/meta>``. Queries name that dataset with the
+protocol's ``default-graph-uri``/``named-graph-uri``; each :class:`WriteBatch` is one Update
+POST with GRAPH-wrapped data. Only standard SPARQL 1.1 is sent (the ``*_std.rq`` forms stand
+in for ``LATERAL``). Connection errors, timeouts and 5xx answers are retried with backoff
+(``max_retries``); 4xx answers are errors saying what to fix. One writer per agent: a lease in
+the metadata graph (holder, expiry), renewed by a thread and released on close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import tenacity
+
+from memory_rdf import _vocab as V
+from memory_rdf._exceptions import (
+    InvalidInputError,
+    InvalidTypeError,
+    SparqlError,
+    StoreError,
+    StoreLockedError,
+)
+from memory_rdf._store import (
+    Graphs,
+    MemoryStore,
+    Row,
+    Term,
+    UserResult,
+    WriteBatch,
+    iri_ref,
+    lit,
+    parse_ntriples,
+    python_from_json,
+    refuse_update,
+    render,
+    reserialize,
+    sparql_syntax_error,
+    term_from_json,
+)
+
+__all__ = ["RemoteStore", "SparqlEndpoint", "agent_graphs"]
+
+T = TypeVar("T")
+
+AGENT = "https://w3id.org/memory-rdf/agent/"
+LEASE = "https://w3id.org/memory-rdf/lease"
+_SELECT_JSON = "application/sparql-results+json"
+_FORMATS = {
+    "json": _SELECT_JSON,
+    "csv": "text/csv",
+    "tsv": "text/tab-separated-values",
+    "xml": "application/sparql-results+xml",
+}
+_PREFIXES = "".join(f"PREFIX {p}: <{iri}>\n" for p, iri in V.PREFIXES.items())
+_PREFIX_LINES = len(V.PREFIXES)
+_POSITION = re.compile(r"error at (\d+):(\d+)")
+
+
+def agent_graphs(agent_id: str) -> Graphs:
+    """The graphs of ``agent_id`` on an endpoint (SPEC §8)."""
+    return Graphs(
+        memory=iri_ref(AGENT + agent_id),
+        journal=iri_ref(f"{AGENT}{agent_id}/journal"),
+        meta=iri_ref(f"{AGENT}{agent_id}/meta"),
+    )
+
+
+class _Transient(Exception):
+    """A 5xx answer: worth retrying."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"{response.status_code} {response.reason_phrase}")
+        self.response = response
+
+
+def _check_url(name: str, url: object) -> str:
+    if not isinstance(url, str):
+        raise InvalidTypeError(f"{name} must be a str URL, got {type(url).__name__}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInputError(
+            f"{name} must be an http:// or https:// URL of a SPARQL service, got {url!r} "
+            "(e.g. http://localhost:7878/query for `oxigraph serve`)"
+        )
+    return url
+
+
+class Retry:
+    """Retries with exponential backoff (``max_retries``, ``retry_initial_delay``,
+    ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx."""
+
+    def __init__(self, max_retries: int, initial: float, maximum: float) -> None:
+        self.attempts = max_retries + 1
+        self._retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.attempts),
+            wait=tenacity.wait_exponential(multiplier=initial, min=initial, max=maximum),
+            retry=tenacity.retry_if_exception_type((httpx.TransportError, _Transient)),
+            reraise=True,
+        )
+
+    def call(self, fn: Callable[[], T]) -> T:
+        return self._retrying(fn)
+
+
+class SparqlEndpoint:
+    """A SPARQL 1.1 server holding agents' memories (SPEC §8), shared by the agents of a
+    process: one keep-alive connection pool.
+
+    Args:
+        query_url: the SPARQL query service (``http://host:7878/query`` for ``oxigraph serve``).
+        update_url: the SPARQL update service; defaults to ``query_url``.
+        auth: ``(user, password)`` for HTTP basic auth, or a bearer token ``str``.
+        headers: extra HTTP headers sent with every request.
+        timeout: seconds allowed per HTTP request.
+        lease_seconds: how long an agent's lease lasts without renewal (renewed every third
+            of it while the agent is open); a killed process's agents are free after this.
+
+    Raises:
+        InvalidTypeError, InvalidInputError: an argument of the wrong type or value.
+
+    Nothing is sent until an agent is opened on it (``MemoryManager(id, endpoint=ep)``).
+
+    >>> ep = SparqlEndpoint("http://localhost:7878/query", update_url="http://localhost:7878/update")
+    >>> ep.update_url
+    'http://localhost:7878/update'
+    >>> ep.close()
+    """
+
+    def __init__(
+        self,
+        query_url: str,
+        update_url: str | None = None,
+        auth: tuple[str, str] | str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+        *,
+        lease_seconds: float = 30.0,
+    ) -> None:
+        self.query_url = _check_url("query_url", query_url)
+        self.update_url = _check_url(
+            "update_url", update_url if update_url is not None else query_url
+        )
+        send: dict[str, str] = {}
+        if headers is not None:
+            if not isinstance(headers, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+            ):
+                raise InvalidTypeError("headers must be a mapping of str to str")
+            send.update(headers)
+        basic: httpx.BasicAuth | None = None
+        if isinstance(auth, str):
+            if not auth:
+                raise InvalidInputError("auth: the bearer token is empty")
+            send["Authorization"] = f"Bearer {auth}"
+        elif isinstance(auth, tuple):
+            if len(auth) != 2 or not all(isinstance(a, str) for a in auth):
+                raise InvalidTypeError("auth must be (user, password) of two str")
+            basic = httpx.BasicAuth(auth[0], auth[1])
+        elif auth is not None:
+            raise InvalidTypeError(
+                "auth must be (user, password), a bearer token str or None, got "
+                f"{type(auth).__name__}"
+            )
+        for name, value in (("timeout", timeout), ("lease_seconds", lease_seconds)):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidTypeError(f"{name} must be a number, got {type(value).__name__}")
+            if not value > 0 or value == float("inf"):
+                raise InvalidInputError(f"{name} must be > 0 seconds, got {value!r}")
+        self.timeout = float(timeout)
+        self.lease_seconds = float(lease_seconds)
+        self._client = httpx.Client(
+            auth=basic, headers=send, timeout=self.timeout,
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+        )
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"SparqlEndpoint({self.query_url!r}, update_url={self.update_url!r})"
+
+    def close(self) -> None:
+        """Close the connection pool (close the agents using it first)."""
+        self.closed = True
+        self._client.close()
+
+    def __enter__(self) -> SparqlEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def post(self, kind: str, url: str, data: dict[str, Any], accept: str,
+             retry: Retry) -> httpx.Response:
+        """POST a form (``query=…`` or ``update=…`` plus dataset parameters), retrying
+        transient failures; a 4xx answer is a :class:`StoreError` saying what to fix."""
+        if self.closed:
+            raise StoreError(f"the SPARQL endpoint connection {self.query_url} is closed")
+
+        def once() -> httpx.Response:
+            response = self._client.post(url, data=data, headers={"Accept": accept})
+            if response.status_code >= 500:
+                raise _Transient(response)
+            return response
+
+        try:
+            response = retry.call(once)
+        except _Transient as exc:
+            raise StoreError(
+                f"the SPARQL endpoint {url} kept failing ({exc}) after {retry.attempts} "
+                f"attempts: {_body(exc.response)}"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise StoreError(
+                f"the SPARQL endpoint {url} did not answer within {self.timeout:g} s, "
+                f"{retry.attempts} attempts (SparqlEndpoint(timeout=…), Config.max_retries)"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise StoreError(
+                f"cannot reach the SPARQL endpoint {url} ({retry.attempts} attempts): "
+                f"{type(exc).__name__}: {exc or 'connection failed'}; is the server running?"
+            ) from exc
+        if response.status_code >= 400:
+            raise StoreError(_what_to_fix(kind, url, response))
+        return response
+
+
+def _body(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
+    return text[:300] + ("…" if len(text) > 300 else "")
+
+
+def _what_to_fix(kind: str, url: str, response: httpx.Response) -> str:
+    status = response.status_code
+    head = f"the SPARQL endpoint {url} refused the {kind} ({status} {response.reason_phrase})"
+    if status in (401, 403):
+        fix = ("check the credentials: SparqlEndpoint(auth=(user, password)) for HTTP basic "
+               "auth, auth='token' for a bearer token, and that the account may "
+               + ("write" if kind == "update" else "read"))
+    elif status == 404:
+        fix = ("check the URL: query_url must be the SPARQL query service (e.g. "
+               "http://host:7878/query for oxigraph serve) and update_url the update service "
+               "(e.g. http://host:7878/update)")
+    elif status in (405, 415) and kind == "update":
+        fix = ("this URL does not take SPARQL updates: give the update service as update_url "
+               "(e.g. http://host:7878/update), and check the server is not read-only")
+    elif status in (405, 415):
+        fix = "this URL does not take SPARQL queries by POST: check query_url"
+    elif status == 413:
+        fix = "the request is larger than the server accepts: raise its request size limit"
+    else:
+        fix = "the server did not accept this standard SPARQL 1.1 request"
+    return f"{head}: {fix}. Server said: {_body(response)}"
+
+
+# Keywords the user's query may not use on an endpoint (SPEC §8): looked for outside strings,
+# IRIs and comments; "?graph" and "memory:from" are names, not keywords.
+_STRINGS = re.compile(
+    r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\''
+    r'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\n]*'
+)
+_SCOPE_KEYWORDS = re.compile(r"(?<![?$:\w])(SERVICE|FROM|GRAPH)\b", re.IGNORECASE)
+
+
+def refuse_dataset_escape(query: str) -> None:
+    """SERVICE, FROM and GRAPH are refused in an endpoint agent's ``sparql()`` (SPEC §8)."""
+    found = _SCOPE_KEYWORDS.search(_STRINGS.sub(" ", query))
+    if found:
+        raise SparqlError(
+            f"{found.group(1).upper()} is refused in sparql() on a SPARQL endpoint: a query sees "
+            "the agent's memory graph and nothing else (SPEC §8); write the patterns without "
+            "SERVICE, FROM or GRAPH"
+        )
+
+
+class RemoteStore(MemoryStore):
+    """One agent's memory on a :class:`SparqlEndpoint` (SPEC §8).
+
+    A writer (``read_only=False``) takes the agent's lease or raises
+    :class:`StoreLockedError` naming the holder; ``read_only=True`` (inspection) takes none
+    and refuses writes.
+    """
+
+    standard_only = True
+
+    def __init__(
+        self,
+        endpoint: SparqlEndpoint,
+        agent_id: str,
+        *,
+        read_only: bool = False,
+        max_retries: int = 3,
+        retry_initial_delay: float = 0.5,
+        retry_max_delay: float = 10.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.agent_id = agent_id
+        self.read_only = read_only
+        self.graphs = agent_graphs(agent_id)
+        self._retry = Retry(max_retries, retry_initial_delay, retry_max_delay)
+        self._dataset = {
+            "default-graph-uri": [AGENT + agent_id],
+            "named-graph-uri": [f"{AGENT}{agent_id}/journal", f"{AGENT}{agent_id}/meta"],
+        }
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._lease_lost: str | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._closed = False
+        if not read_only:
+            self._take_lease()
+            self._renewer = threading.Thread(
+                target=self._renew_loop, name=f"memory-rdf-lease-{agent_id}", daemon=True
+            )
+            self._renewer.start()
+
+    @property
+    def location(self) -> str:
+        return f"{self.endpoint.query_url} graph <{AGENT}{self.agent_id}>"
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _query(self, query: str, accept: str,
+               dataset: Mapping[str, list[str]] | None = None) -> httpx.Response:
+        if self._closed:
+            raise StoreError(f"the memory store {self.location} is closed")
+        data: dict[str, Any] = {"query": _PREFIXES + query}
+        data.update(self._dataset if dataset is None else dataset)
+        return self.endpoint.post("query", self.endpoint.query_url, data, accept, self._retry)
+
+    def _json(self, query: str, dataset: Mapping[str, list[str]] | None = None) -> Any:
+        response = self._query(query, _SELECT_JSON, dataset)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise StoreError(
+                f"the SPARQL endpoint {self.endpoint.query_url} did not answer with SPARQL JSON "
+                f"results ({response.headers.get('content-type')}): {_body(response)}"
+            ) from exc
+
+    def rows(self, query: str) -> list[Row]:
+        answer = self._json(query)
+        names = answer["head"]["vars"]
+        return [tuple(python_from_json(b.get(n)) for n in names)
+                for b in answer["results"]["bindings"]]
+
+    def ask(self, query: str) -> bool:
+        return bool(self._json(query)["boolean"])
+
+    def commit(self, batch: WriteBatch) -> None:
+        if not batch:
+            return
+        if self.read_only:
+            raise StoreError(f"the memory store {self.location} is open read-only")
+        if self._lease_lost:
+            raise StoreLockedError(self._lease_lost)
+        self._update(batch.text(self.graphs))
+        batch.run_after_commit()
+
+    def _update(self, text: str) -> None:
+        if self._closed:
+            raise StoreError(f"the memory store {self.location} is closed")
+        self.endpoint.post("update", self.endpoint.update_url, {"update": _PREFIXES + text},
+                           "*/*", self._retry)
+
+    def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
+              graph: str | None) -> list[tuple[Any, Any, Any]]:
+        bound = " ".join(
+            f"VALUES ?{var} {{ {term} }}"
+            for var, term in (("s", iri_ref(subject) if subject else None),
+                              ("p", iri_ref(predicate) if predicate else None), ("o", obj))
+            if term is not None
+        )
+        pattern = f"{bound} ?s ?p ?o ."
+        if graph is not None:
+            pattern = f"GRAPH {self.graphs.of(graph)} {{ {pattern} }}"
+        return [(r[0], r[1], r[2]) for r in self.rows(f"SELECT ?s ?p ?o WHERE {{ {pattern} }}")]
+
+    # -- the user's SPARQL (SPEC §6, §8) -------------------------------------------------------
+
+    def _user(self, query: str, accept: str) -> httpx.Response:
+        refuse_update(query)
+        refuse_dataset_escape(query)
+        try:
+            return self._query(query, accept, {"default-graph-uri": [AGENT + self.agent_id]})
+        except StoreError as exc:
+            if "(400 " not in str(exc):
+                raise
+            said = str(exc).split("Server said: ")[-1]
+            # Line numbers count from the user's first line, not from our PREFIX lines.
+            said = _POSITION.sub(
+                lambda m: f"error at {max(1, int(m[1]) - _PREFIX_LINES)}:{m[2]}", said
+            )
+            raise sparql_syntax_error(SyntaxError(said)) from None
+
+    def user_query(self, query: str) -> UserResult:
+        response = self._user(query, f"{_SELECT_JSON}, application/n-triples;q=0.9")
+        if "n-triples" in response.headers.get("content-type", ""):
+            return parse_ntriples(response.content)
+        answer = response.json()
+        if "boolean" in answer:
+            return bool(answer["boolean"])
+        names = answer["head"]["vars"]
+        return [
+            {n: python_from_json(b[n]) for n in names if n in b}
+            for b in answer["results"]["bindings"]
+        ]
+
+    def user_query_serialized(self, query: str, fmt: str) -> bytes:
+        return self._user(query, f"{_FORMATS[fmt]}, application/n-triples;q=0.9").content
+
+    def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
+        """As the embedded store's: the memory network as the default graph, and for
+        nquads/trig the journal and metadata under their embedded graph names, so an export
+        loads into an embedded store unchanged (the lease is left out)."""
+        if default_graph_only or fmt in ("turtle", "ntriples"):
+            data = self._query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }",
+                               "application/n-triples").content
+            return data if fmt in ("ntriples", "nquads") else reserialize(data, fmt)
+        answer = self._json(
+            "SELECT ?g ?s ?p ?o WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } "
+            f"FILTER(?s != <{LEASE}>) }}"
+        )
+        names = {
+            f"{AGENT}{self.agent_id}/journal": f"<{V.JOURNAL_GRAPH}>",
+            f"{AGENT}{self.agent_id}/meta": f"<{V.META_GRAPH}>",
+        }
+        lines = []
+        for b in answer["results"]["bindings"]:
+            terms = [term_from_json(b[n]) for n in ("s", "p", "o")]
+            if "g" in b:
+                terms.append(Term(names[b["g"]["value"]]))
+            lines.append(" ".join(terms) + " .")
+        data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+        return data if fmt == "nquads" else reserialize(data, fmt)
+
+    # -- the lease (SPEC §8) -------------------------------------------------------------------
+
+    def _lease_update(self, template: str, expires: datetime | None = None) -> None:
+        now = datetime.now(UTC)
+        self._update(render(
+            template, meta=self.graphs.meta, lease=iri_ref(LEASE), holder=lit(self.holder),
+            now=lit(now), expires=lit(expires or now),
+        ))
+
+    def lease(self) -> tuple[str, datetime] | None:
+        """(holder, expiry) of the agent's lease, or None."""
+        rows = self.rows(render("lease", meta=self.graphs.meta, lease=iri_ref(LEASE)))
+        return (str(rows[0][0]), rows[0][1]) if rows else None
+
+    def _take_lease(self) -> None:
+        expires = datetime.now(UTC) + timedelta(seconds=self.endpoint.lease_seconds)
+        self._lease_update("take_lease.ru", expires)
+        held = self.lease()
+        if held is None or held[0] != self.holder:
+            holder, until = held if held else ("?", None)
+            raise StoreLockedError(
+                f"agent {self.agent_id!r} on {self.endpoint.query_url} is held by {holder} "
+                f"(lease until {until}); close it there, or wait for the lease to expire "
+                f"(SparqlEndpoint(lease_seconds={self.endpoint.lease_seconds:g}))"
+            )
+
+    def _renew_loop(self) -> None:
+        every = self.endpoint.lease_seconds / 3
+        while not self._stop.wait(every):
+            try:
+                self._take_lease()
+            except StoreLockedError as exc:
+                self._lease_lost = f"the lease was lost: {exc}"
+                return
+            except StoreError:
+                continue  # the server is away; the next renewal tries again
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            if self._lease_lost is None:
+                with contextlib.suppress(StoreError):
+                    self._lease_update("release_lease.ru")
+        self._closed = True

@@ -1,0 +1,414 @@
+"""A SPARQL 1.1 server as the store (SPEC §8), against real ``oxigraph serve`` processes on
+loopback: layout, isolation of ``sparql()``, the lease across processes (kill -9), server
+faults (down, killed and restarted mid-run), 4xx answers, auth headers. The behaviour tests of
+recall, remember, compression and keyword entry run on the endpoint too (``BACKENDS`` in
+those modules)."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_rdf import (
+    Config,
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryManager,
+    MemorySystem,
+    SparqlEndpoint,
+    SparqlError,
+    StoreError,
+    StoreLockedError,
+    UpdateRefusedError,
+)
+from memory_rdf._remote import RemoteStore
+from memory_rdf._store import AgentStore
+
+from helpers import FAST, ScriptedModel, remember, say
+from servers import Server, oxigraph_command
+
+pytestmark = pytest.mark.skipif(
+    oxigraph_command() is None,
+    reason="the oxigraph CLI is not installed (it comes with pip install '.[test]')",
+)
+
+AGENT = "https://w3id.org/memory-rdf/agent/"
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def server(oxigraph_server: Server) -> Iterator[Server]:
+    yield oxigraph_server
+    oxigraph_server.clear()
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Server]:
+    """A server of this test alone, with its data on disk (it gets killed and restarted)."""
+    server = Server(tmp_path / "oxigraph").start()
+    yield server
+    server.stop()
+
+
+def select(server: Server, query: str) -> list[dict[str, str]]:
+    answer = httpx.post(server.query_url, data={"query": query},
+                        headers={"Accept": "application/sparql-results+json"}, timeout=30)
+    answer.raise_for_status()
+    return [{k: v["value"] for k, v in b.items()} for b in answer.json()["results"]["bindings"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout and isolation
+# ---------------------------------------------------------------------------------------------
+
+
+def test_agent_lives_in_its_named_graphs(server: Server) -> None:
+    with server.endpoint() as ep, MemoryManager("ann", endpoint=ep, config=FAST,
+                                                model=ScriptedModel()) as mem:
+        assert isinstance(mem._store, RemoteStore)
+        remember(mem, "JWT login | PostgreSQL orders")
+        query = "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"
+        graphs = {r["g"] for r in select(server, query)}
+        assert graphs == {f"{AGENT}ann", f"{AGENT}ann/meta"}  # the journal emptied again
+        # The server's default graph holds nothing of ours; §2's layout holds inside the graph.
+        assert select(server, "SELECT * WHERE { ?s ?p ?o } LIMIT 1") == []
+        nodes = select(server, f"""SELECT ?c WHERE {{ GRAPH <{AGENT}ann> {{
+            ?n a <https://w3id.org/memory-rdf/ontology#Node> ;
+               <https://w3id.org/memory-rdf/ontology#content> ?c }} }}""")
+        assert sorted(r["c"] for r in nodes) == ["JWT login", "PostgreSQL orders"]
+        assert mem.recall(["JWT"]).startswith("[记忆] JWT login")
+        assert mem.stats()["store_path"] == f"{server.query_url} graph <{AGENT}ann>"
+
+
+def test_sparql_sees_only_its_agent(server: Server) -> None:
+    with server.endpoint() as ep, MemorySystem(endpoint=ep, model=ScriptedModel(),
+                                               config=FAST) as system:
+        a, b = system.agent("a"), system.agent("b")
+        remember(a, "alpha memory")
+        remember(b, "beta memory")
+        assert a.sparql("SELECT ?c WHERE { ?n memory:content ?c }") == [{"c": "alpha memory"}]
+        assert b.sparql("SELECT ?c WHERE { ?n memory:content ?c }") == [{"c": "beta memory"}]
+        assert a.recall(["beta"]) == ""
+        # a variable named ?graph and a keyword inside a string are not the GRAPH keyword
+        assert a.sparql('SELECT ?graph WHERE { ?graph memory:content "GRAPH FROM" }') == []
+        for query, word in [
+            ("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", "GRAPH"),
+            (f"SELECT * FROM <{AGENT}b> WHERE {{ ?s ?p ?o }}", "FROM"),
+            (f"SELECT * FROM NAMED <{AGENT}b> WHERE {{ ?s ?p ?o }}", "FROM"),
+            ("SELECT * WHERE { SERVICE <http://127.0.0.1:1/> { ?s ?p ?o } }", "SERVICE"),
+        ]:
+            with pytest.raises(SparqlError, match=f"{word} is refused"):
+                a.sparql(query)
+        with pytest.raises(UpdateRefusedError):
+            a.sparql(f"DELETE WHERE {{ GRAPH <{AGENT}b> {{ ?s ?p ?o }} }}")
+        with pytest.raises(SparqlError, match="line 1"):
+            a.sparql("SELEC ?x WHERE { }")
+        assert b.sparql("ASK { ?n memory:content 'beta memory' }") is True
+
+
+def test_export_of_an_endpoint_agent_loads_into_an_embedded_store(server: Server,
+                                                                   tmp_path: Path) -> None:
+    with server.endpoint() as ep, MemoryManager("exp", endpoint=ep, config=FAST,
+                                                model=ScriptedModel()) as mem:
+        remember(mem, "exported memory | second one")
+        assert mem._store is not None
+        nquads = mem._store.dump("nquads", default_graph_only=False)
+        turtle = mem._store.dump("turtle", default_graph_only=True)
+    assert b"lease" not in nquads and b"memory:content" in turtle
+    (tmp_path / "data.nq").write_bytes(nquads)
+    store = AgentStore(tmp_path / "data" / "exp")
+    store.bulk_load_nquads(tmp_path / "data.nq")
+    store.close()
+    with MemoryManager("exp", data_dir=tmp_path / "data", config=FAST,
+                       model=ScriptedModel()) as mem:
+        assert mem.recall(["exported"]).startswith("[记忆] exported memory")
+        assert mem.stats()["nodes"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bad_arguments_are_refused_at_the_call(tmp_path: Path) -> None:
+    for bad, error in [
+        (dict(query_url="localhost:7878/query"), InvalidInputError),
+        (dict(query_url=7878), InvalidTypeError),
+        (dict(query_url="http://h/q", auth=("user",)), InvalidTypeError),
+        (dict(query_url="http://h/q", auth=42), InvalidTypeError),
+        (dict(query_url="http://h/q", auth=""), InvalidInputError),
+        (dict(query_url="http://h/q", timeout=0), InvalidInputError),
+        (dict(query_url="http://h/q", timeout="3"), InvalidTypeError),
+        (dict(query_url="http://h/q", headers={"X": 1}), InvalidTypeError),
+    ]:
+        with pytest.raises(error):
+            SparqlEndpoint(**bad)  # type: ignore[arg-type]
+    with SparqlEndpoint("http://127.0.0.1:1/query") as ep:
+        with pytest.raises(InvalidInputError, match="not both"):
+            MemoryManager("x", data_dir=tmp_path, endpoint=ep)
+        with pytest.raises(InvalidTypeError):
+            MemorySystem(endpoint="http://127.0.0.1:1/query")  # type: ignore[arg-type]
+    assert not (tmp_path / "x").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The lease: one writer per agent (SPEC §8)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_second_holder_is_refused_naming_the_first_and_close_releases(server: Server) -> None:
+    with server.endpoint() as ep1, server.endpoint() as ep2:
+        first = MemoryManager("shared", endpoint=ep1, config=FAST, model=ScriptedModel())
+        first.initialize()
+        assert isinstance(first._store, RemoteStore)
+        holder = first._store.holder
+        second = MemoryManager("shared", endpoint=ep2, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreLockedError, match=f"held by {holder}"):
+            second.initialize()
+        second.close()
+        first.close()
+        with MemoryManager("shared", endpoint=ep2, config=FAST, model=ScriptedModel()) as again:
+            assert again.stats()["nodes"] == 0
+
+
+CHILD = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from memory_rdf import Config, MemoryManager, SparqlEndpoint
+from helpers import ScriptedModel
+ep = SparqlEndpoint({query!r}, update_url={update!r}, lease_seconds={lease})
+mem = MemoryManager("leased", endpoint=ep, model=ScriptedModel(delay=3600),
+                    config=Config(auto_compress=False))
+mem.initialize()
+mem.remember([{{"role": "user", "content": "journalled by the child"}}])
+print("ready", mem._store.holder, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_killed_holder_lease_expires_and_another_process_resumes_its_journal(
+    server: Server,
+) -> None:
+    lease = 2.0
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(tests=str(TESTS), query=server.query_url,
+                                            update=server.update_url, lease=lease)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        assert line.startswith("ready "), line
+        holder = line.split()[1]
+        assert f":{child.pid}:" in holder
+        with server.endpoint(lease_seconds=lease) as ep:
+            blocked = MemoryManager("leased", endpoint=ep, config=FAST, model=ScriptedModel())
+            with pytest.raises(StoreLockedError, match=f"held by {holder}"):
+                blocked.initialize()
+            blocked.close()
+            os.kill(child.pid, signal.SIGKILL)  # no close, no release: the lease must expire
+            child.wait(timeout=10)
+            killed = time.monotonic()
+            while True:
+                mem = MemoryManager("leased", endpoint=ep, config=FAST, model=ScriptedModel())
+                try:
+                    mem.initialize()
+                    break
+                except StoreLockedError:
+                    mem.close()
+                    assert time.monotonic() - killed < lease + 5, "the lease never expired"
+                    time.sleep(0.2)
+            try:
+                assert mem.wait_idle(30)
+                assert mem.recall(["child"]) == "[记忆] journalled by the child"
+                assert mem.failed_tasks() == []
+            finally:
+                mem.close()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Server faults (SPEC §8: nothing accepted is lost)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_server_down_at_remember_is_a_clear_error_and_nothing_is_accepted(
+    own_server: Server,
+) -> None:
+    config = Config(auto_compress=False, max_retries=2, retry_initial_delay=0.05,
+                    retry_max_delay=0.1)
+    with own_server.endpoint(timeout=2.0) as ep:
+        mem = MemoryManager("down", endpoint=ep, config=config, model=ScriptedModel())
+        mem.initialize()
+        try:
+            remember(mem, "before the outage")
+            own_server.kill()
+            with pytest.raises(StoreError, match="cannot reach the SPARQL endpoint .* is the "
+                                                 "server running"):
+                mem.remember(say("during the outage"))
+            own_server.start()
+            assert mem.pending_remembers() == 0
+            assert mem.wait_idle(30)
+            assert mem.recall(["during"]) == ""  # refused, so never stored
+            assert mem.recall(["before"]) == "[记忆] before the outage"
+            rows = mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")
+            assert rows == [{"c": "before the outage"}]
+        finally:
+            mem.close(timeout=5)
+    # nothing journalled either
+    journal = select(own_server,
+                     f"SELECT ?t WHERE {{ GRAPH <{AGENT}down/journal> {{ ?t ?p ?o }} }}")
+    assert journal == []
+
+
+def test_server_killed_and_restarted_mid_run_loses_no_accepted_remember(
+    own_server: Server,
+) -> None:
+    # Retries long enough to span a restart (~0.2–1 s here): 0.1, 0.2, 0.4, 0.8, 1, 1, … s.
+    config = Config(auto_compress=True, max_retries=12, retry_initial_delay=0.1,
+                    retry_max_delay=1.0)
+    texts = [f"memory number {i}" for i in range(30)]
+    accepted: list[str] = []
+    with own_server.endpoint(timeout=5.0) as ep:
+        mem = MemoryManager("crash", endpoint=ep, config=config, model=ScriptedModel())
+        mem.initialize()
+        try:
+            def writer() -> None:
+                for text in texts:
+                    mem.remember(say(text))
+                    accepted.append(text)
+                    time.sleep(0.02)
+
+            thread = threading.Thread(target=writer)
+            thread.start()
+            while len(accepted) < 10:
+                time.sleep(0.01)
+            own_server.kill()
+            time.sleep(0.5)
+            own_server.start()
+            thread.join(60)
+            assert not thread.is_alive()
+            assert mem.wait_idle(60)
+            rows = mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")
+            stored = {r["c"] for r in rows}  # type: ignore[index]
+            assert stored == set(accepted) == set(texts)
+            assert mem.failed_tasks() == []
+        finally:
+            mem.close(timeout=10)
+
+
+# ---------------------------------------------------------------------------------------------
+# 4xx answers and auth: a loopback HTTP server that answers what the test tells it
+# ---------------------------------------------------------------------------------------------
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    status = 401
+    seen: list[str | None] = []  # noqa: RUF012 - one list per test, reset by the fixture
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        type(self).seen.append(self.headers.get("Authorization"))
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b"nope"
+        self.send_response(self.status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing() -> Iterator[tuple[str, type[_Refusing]]]:
+    handler = type("Handler", (_Refusing,), {"seen": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("status, fix", [
+    (401, r"check the credentials: SparqlEndpoint\(auth=\(user, password\)\)"),
+    (403, "check the credentials"),
+    (404, "check the URL: query_url must be the SPARQL query service"),
+    (405, "does not take SPARQL updates: give the update service as update_url"),
+    (400, "did not accept this standard SPARQL 1.1 request"),
+])
+def test_4xx_answers_say_what_to_fix(refusing: tuple[str, type[_Refusing]], status: int,
+                                     fix: str) -> None:
+    url, handler = refusing
+    handler.status = status
+    with SparqlEndpoint(f"{url}/query") as ep:
+        mem = MemoryManager("x", endpoint=ep, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreError, match=fix):
+            mem.initialize()
+        mem.close()
+    assert len(handler.seen) == 1  # a 4xx is not retried
+
+
+def test_wrong_path_on_a_real_server_says_what_to_fix(server: Server) -> None:
+    with SparqlEndpoint(f"{server.base}/nope") as ep:
+        mem = MemoryManager("x", endpoint=ep, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreError, match=r"\(404 Not Found\): check the URL"):
+            mem.initialize()
+        mem.close()
+
+
+def test_basic_and_bearer_auth_and_headers_are_sent(
+    refusing: tuple[str, type[_Refusing]],
+) -> None:
+    url, handler = refusing
+    handler.status = 401
+    for auth, expected in [
+        (("ann", "s3cret"), "Basic " + base64.b64encode(b"ann:s3cret").decode()),
+        ("tok-123", "Bearer tok-123"),
+    ]:
+        with SparqlEndpoint(f"{url}/query", auth=auth, headers={"X-Team": "a"}) as ep:
+            mem = MemoryManager("x", endpoint=ep, config=FAST, model=ScriptedModel())
+            with pytest.raises(StoreError, match="401"):
+                mem.initialize()
+            mem.close()
+        assert handler.seen[-1] == expected
+
+
+def test_5xx_answers_are_retried_then_reported(
+    refusing: tuple[str, type[_Refusing]],
+) -> None:
+    url, handler = refusing
+    handler.status = 503
+    config = Config(max_retries=3, retry_initial_delay=0.01, retry_max_delay=0.02)
+    with SparqlEndpoint(f"{url}/query") as ep:
+        mem = MemoryManager("x", endpoint=ep, config=config, model=ScriptedModel())
+        with pytest.raises(StoreError, match=r"kept failing \(503 Service Unavailable\) after "
+                                             r"4 attempts"):
+            mem.initialize()
+        mem.close()
+    assert len(handler.seen) == 4
+
+
+def test_stats_and_json_of_an_endpoint_agent(server: Server) -> None:
+    with server.endpoint() as ep, MemoryManager("st", endpoint=ep, config=FAST,
+                                                model=ScriptedModel()) as mem:
+        remember(mem, "one | two")
+        stats = mem.stats()
+        assert stats["nodes"] == 2 and stats["links"] == 2
+        json.dumps(stats, default=str)
