@@ -653,6 +653,7 @@ class AgentStore(MemoryStore):
             return
         path = self.path
         new, old = _rewrite_dirs(path)
+        dump = _rewrite_dump(path)
         with self._write_lock:
             if self._optimizer is not None:
                 self._optimizer.join()
@@ -661,12 +662,15 @@ class AgentStore(MemoryStore):
                 for leftover in (new, old):
                     if leftover.exists():
                         shutil.rmtree(leftover)
-                data = self.store.dump(format=ox.RdfFormat.N_QUADS)
+                dump.unlink(missing_ok=True)
+                # Through a file, not memory: N-Quads run to ~16 kB per node (measured at 10k
+                # nodes: 157 MB), and both calls stream it.
+                self.store.dump(output=str(dump), format=ox.RdfFormat.N_QUADS)
                 fresh = ox.Store(str(new))
-                if data:
-                    fresh.bulk_load(data, format=ox.RdfFormat.N_QUADS)
+                fresh.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
                 fresh.flush()
-                del fresh, data
+                del fresh
+                dump.unlink()
                 for extra in path.iterdir():  # files of ours (not RocksDB's) move along
                     if extra.is_file() and not _ROCKSDB_FILE.match(extra.name):
                         shutil.copy2(extra, new / extra.name)
@@ -808,9 +812,15 @@ def _rewrite_dirs(path: Path) -> tuple[Path, Path]:
     return path.with_name(path.name + "~new"), path.with_name(path.name + "~old")
 
 
+def _rewrite_dump(path: Path) -> Path:
+    """The N-Quads file a rewrite copies the store through (deleted before it returns)."""
+    return path.with_name(path.name + "~copy.nq")
+
+
 def _finish_rewrite(path: Path) -> None:
     """Complete or undo a :meth:`AgentStore.rewrite` that a crash interrupted."""
     new, old = _rewrite_dirs(path)
+    _rewrite_dump(path).unlink(missing_ok=True)
     if not path.exists() and old.exists() and new.exists():
         os.rename(new, path)  # the copy was complete before the first rename
     if path.exists():

@@ -384,3 +384,19 @@ def test_purge_keeps_other_agents_and_stays_valid(
     assert a.forget([_ids(a)[SECRET]], purge=True) == 1
     assert b.memories()[0]["content"] == "agent b's own memory"
     assert a.stats()["nodes"] == 0 and files_holding(data_dir / "a", "Wallaby") == []
+
+
+def test_the_store_stays_valid_after_forgetting(make_manager, data_dir: Path) -> None:
+    pytest.importorskip("pyshacl", reason="SHACL validation needs the shacl extra")
+    from memory_rdf import inspect
+
+    mem = make_manager(config=FAST.replace(focus_limit=2))
+    mem.remember(said("one | two | three", at="2024-01-01"))
+    mem.remember(say("four | five"))
+    ids = _ids(mem)
+    assert mem.forget([ids["five"], ids["two"]]) == 2  # a focus node and one that is not
+    assert mem.forget([ids["one"]], purge=True) == 1
+    assert mem.stats()["focus"] == [ids["four"]]
+    mem.close()
+    conforms, report = inspect.validate("agent", data_dir)
+    assert conforms, report
