@@ -8,17 +8,17 @@ delay has passed. The backoff policy itself is tenacity's exponential wait.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Generator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tenacity import RetryCallState, wait_exponential
 
 from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError, PermanentModelError
-from memory_rdf.small_model._http import thread_usage
 
 T = TypeVar("T")
 
@@ -71,6 +71,7 @@ class CallStats:
     retries: int = 0
     seconds: float = 0.0
     requests: int = 0  # HTTP requests (HTTP models only)
+    invalid_answers: int = 0  # failed requests whose answer was unusable (HTTP models)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
@@ -82,12 +83,45 @@ class CallStats:
         self.retries += other.retries
         self.seconds += other.seconds
         self.requests += other.requests
+        self.invalid_answers += other.invalid_answers
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         for k, v in other.by_task.items():
             self.by_task[k] = self.by_task.get(k, 0) + v
         if other.last_error:
             self.last_error = other.last_error
+
+    def usage(self) -> dict[str, Any]:
+        """The request counters as :meth:`HTTPModel.usage` reports them."""
+        return {
+            "requests": self.requests,
+            "failures": self.failures,
+            "invalid_answers": self.invalid_answers,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 6),
+        }
+
+
+_thread = threading.local()
+
+
+def thread_usage() -> tuple[int, int, int]:
+    """``(requests, prompt_tokens, completion_tokens)`` sent by HTTP models from the calling
+    thread so far (all models together). The difference around a call attributes its tokens
+    to whatever made it, even when one model serves many agents or threads."""
+    return (
+        getattr(_thread, "requests", 0),
+        getattr(_thread, "prompt_tokens", 0),
+        getattr(_thread, "completion_tokens", 0),
+    )
+
+
+def count_request(prompt_tokens: int, completion_tokens: int) -> None:
+    """An HTTP model sent one request from this thread (see :func:`thread_usage`)."""
+    _thread.requests = getattr(_thread, "requests", 0) + 1
+    _thread.prompt_tokens = getattr(_thread, "prompt_tokens", 0) + prompt_tokens
+    _thread.completion_tokens = getattr(_thread, "completion_tokens", 0) + completion_tokens
 
 
 def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:

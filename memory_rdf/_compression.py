@@ -38,15 +38,15 @@ from memory_rdf._store import (
     triple,
 )
 from memory_rdf._text import index_terms
-from memory_rdf._types import Processed, SmallModel, check_processed
+from memory_rdf._types import Processed, SmallModel, check_processed, clean_keywords
 
 #: Nodes whose state is read and written together within a slice.
 CHUNK_SIZE = 50
 #: Fixed pool: importance is measured on this many non-focus nodes (plus one per node to
 #: evict). SPEC §5.3 asks for at least 16. The window sits at a random offset in scan order, so
 #: its nodes are of similar age and scan count rather than independent draws: 32 keeps the
-#: importance queries cheap (32 × 0.3–1.6 ms) while covering the spread of importance within
-#: an age band; the OFFSET itself is linear in the store size (see README, Fixed pool).
+#: importance queries cheap while covering the spread of importance within an age band; the
+#: OFFSET itself is linear in the store size (measured: README, Fixed pool).
 EVICTION_SAMPLE = 32
 
 LinkKey = tuple[str, str]
@@ -339,7 +339,7 @@ class Compressor:
             raise ModelError(
                 f"compressed text has {len(content)} characters for a target of {target}"
             )
-        keywords = [k for k in dict.fromkeys(k.strip() for k in p.keywords) if k]
+        keywords = clean_keywords(p.keywords)
         phrase = p.phrase.strip() or self.fallback.process(content).phrase
         return Processed(content, phrase, keywords)
 

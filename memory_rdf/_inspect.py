@@ -314,8 +314,8 @@ def validate(store: AgentStore) -> tuple[bool, str]:
     """Check the default graph against the SHACL shapes shipped in ``ontology/shapes.ttl``.
 
     Returns ``(conforms, report)``, the report being pyshacl's human-readable text. The graph
-    is dumped as N-Triples into an in-memory rdflib graph first (SPEC §7: about 6× faster
-    than validating through oxrdflib). Needs the ``shacl`` extra.
+    is dumped as N-Triples into an in-memory rdflib graph first: faster than validating
+    through oxrdflib (SPEC §7, docs/inspecting.md). Needs the ``shacl`` extra.
     """
     import rdflib
 

@@ -96,7 +96,7 @@ class LinkStore:
         Two steps: the forgotten targets through the shortcut triples
         (``dangling_targets.rq``), then strength and relation of just those links by IRI
         (``dangling_link_details.rq``) — instead of reading every link resource of every
-        source (``dangling_links.rq``, the same answer at 2–4× the cost)."""
+        source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py)."""
         pairs: dict[str, str] = {}  # link IRI → source id
         for part in chunks(sources):
             query = render("dangling_targets", sources=[node_ref(i) for i in part])

@@ -18,7 +18,7 @@ from memory_rdf._links import LinkData, LinkStore
 from memory_rdf._nodes import NodeData, NodeStore
 from memory_rdf._store import MemoryStore, WriteBatch
 from memory_rdf._text import index_terms
-from memory_rdf._types import Processed, SmallModel, check_processed
+from memory_rdf._types import Processed, SmallModel, check_processed, clean_keywords
 
 T = TypeVar("T")
 
@@ -148,11 +148,12 @@ class Rememberer:
                     lambda seg=seg: check_processed(model.process(seg)),  # type: ignore[misc]
                     cfg, self.stats, "process",
                 )
-                out.append(Processed(p.content.strip(), p.phrase.strip(), _clean(p.keywords)))
+                out.append(Processed(p.content.strip(), p.phrase.strip(),
+                                     clean_keywords(p.keywords)))
             except ModelError:
                 # SPEC §5.1 step 2: keep the text, take phrase and keywords from the built-in model.
                 fb = self.fallback.process(seg)
-                out.append(Processed(seg, fb.phrase, _clean(fb.keywords)))
+                out.append(Processed(seg, fb.phrase, clean_keywords(fb.keywords)))
         return out
 
     def _relations(
@@ -255,17 +256,13 @@ def _batch_attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
         raise _BatchFailed(str(exc)) from exc
 
 
-def _clean(keywords: Sequence[str]) -> list[str]:
-    return [k for k in dict.fromkeys(k.strip() for k in keywords) if k]
-
-
 def _checked_batch(value: Any, n: int) -> list[Processed]:
     if not isinstance(value, list) or len(value) != n:
         raise ModelError(f"process_batch() must return {n} results")
     out = []
     for p in value:
         p = check_processed(p)
-        out.append(Processed(p.content.strip(), p.phrase.strip(), _clean(p.keywords)))
+        out.append(Processed(p.content.strip(), p.phrase.strip(), clean_keywords(p.keywords)))
     return out
 
 

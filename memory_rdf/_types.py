@@ -41,6 +41,31 @@ class Message:
             parse_time(self.timestamp, "message timestamp")
 
 
+#: The small-model protocol's limits (one place: the prompts, the answer checks and the
+#: built-in model read them). A phrase has at most ``PHRASE_MAX`` characters; a segment gets
+#: ``KEYWORDS_MIN``–``KEYWORDS_MAX`` keywords (a very short text may have fewer).
+PHRASE_MAX = 20
+KEYWORDS_MIN = 3
+KEYWORDS_MAX = 5
+
+
+def clean_keywords(values: Sequence[str]) -> list[str]:
+    """Keywords as stored: whitespace collapsed, blanks and duplicates (ignoring case) dropped,
+    the first spelling kept, never cut.
+
+    >>> clean_keywords([" JWT ", "jwt", "", "token  有效期"])
+    ['JWT', 'token 有效期']
+    """
+    seen: set[str] = set()
+    out: list[str] = []
+    for k in values:
+        k = " ".join(k.split())
+        if k and k.casefold() not in seen:
+            seen.add(k.casefold())
+            out.append(k)
+    return out
+
+
 @dataclass
 class Processed:
     """What the small model makes of one segment."""

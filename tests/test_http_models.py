@@ -29,7 +29,7 @@ from memory_rdf import (
     Processed,
     SmallModel,
 )
-from memory_rdf._calls import CallStats, run_blocking, with_retries
+from memory_rdf._calls import CallStats, run_blocking, thread_usage, with_retries
 from memory_rdf.small_model import (
     HeuristicModel,
     HTTPModel,
@@ -42,7 +42,6 @@ from memory_rdf.small_model._answers import (
     check_segments,
     coverage_problem,
 )
-from memory_rdf.small_model._http import thread_usage
 
 from _graph import links, set_strength
 from helpers import FAST, say

@@ -41,8 +41,7 @@ from typing import Any
 
 from memory_rdf._exceptions import ModelError
 from memory_rdf._text import HAN, normalize, strip_role_prefixes, word_set
-from memory_rdf._types import Processed
-from memory_rdf.small_model._prompts import KEYWORDS_MAX, KEYWORDS_MIN, PHRASE_MAX
+from memory_rdf._types import KEYWORDS_MAX, KEYWORDS_MIN, PHRASE_MAX, Processed, clean_keywords
 
 __all__ = [
     "check_processed_item",
@@ -209,7 +208,7 @@ def check_processed_item(
     if len(phrase) > PHRASE_MAX:  # the schema's maxLength, for answers not shape-checked
         raise ModelError(f"{where}: the phrase has {len(phrase)} characters, at most "
                          f"{PHRASE_MAX} allowed: {_clip(phrase)!r}")
-    keywords = _keywords(item["keywords"])
+    keywords = clean_keywords(item["keywords"])
     short = len("".join(strip_role_prefixes(text).split())) <= SHORT_TEXT
     need = 1 if short else KEYWORDS_MIN
     if not need <= len(keywords) <= KEYWORDS_MAX:
@@ -241,18 +240,6 @@ def check_relations(values: Sequence[Any]) -> list[str]:
 def _phrase(value: str) -> str:
     """Whitespace collapsed, surrounding punctuation dropped; never shortened."""
     return " ".join(value.split()).strip(_PHRASE_TRIM)
-
-
-def _keywords(values: Sequence[str]) -> list[str]:
-    """Whitespace collapsed, blanks and duplicates (ignoring case) dropped; never cut."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for k in values:
-        k = " ".join(k.split())
-        if k and k.casefold() not in seen:
-            seen.add(k.casefold())
-            out.append(k)
-    return out
 
 
 def _json_type(value: Any) -> str:

@@ -34,7 +34,7 @@ from memory_rdf._text import (
     tokens,
     word_set,
 )
-from memory_rdf._types import Processed
+from memory_rdf._types import KEYWORDS_MAX, KEYWORDS_MIN, PHRASE_MAX, Processed
 
 __all__ = ["RELATIONS", "HeuristicModel"]
 
@@ -43,10 +43,7 @@ __all__ = ["RELATIONS", "HeuristicModel"]
 #: focus; 涉及 they share other content words.
 RELATIONS: tuple[str, ...] = ("回应", "提到", "涉及")
 
-PHRASE_MAX = 20
 _PHRASE_MIN = 10
-_MAX_KEYWORDS = 5
-_MIN_KEYWORDS = 3
 
 _ROLE_LINE_RE = re.compile(r"(user|assistant|system):[ \t]?")
 # Trailing clause marks that look wrong at the end of a shortened text.
@@ -269,9 +266,9 @@ def _analyze(text: str) -> _Analysis:
     scores = {w: c * idf[w] for w, c in counts.items()}
     candidates = [w for w in counts if w not in ROLE_NAMES]
     candidates.sort(key=lambda w: (tier[w], -scores[w], first[w]))
-    keywords = [w for w in candidates if tier[w] == 0][:_MAX_KEYWORDS]
-    if len(keywords) < _MIN_KEYWORDS:
-        keywords += [w for w in candidates if tier[w] > 0][: _MIN_KEYWORDS - len(keywords)]
+    keywords = [w for w in candidates if tier[w] == 0][:KEYWORDS_MAX]
+    if len(keywords) < KEYWORDS_MIN:
+        keywords += [w for w in candidates if tier[w] > 0][: KEYWORDS_MIN - len(keywords)]
     top = max(scores.values(), default=1.0) or 1.0
     kw_rank = {w: i for i, w in enumerate(keywords)}
 

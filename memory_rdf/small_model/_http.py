@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
+from memory_rdf._calls import CallStats, count_request
 from memory_rdf._exceptions import (
     InvalidInputError,
     InvalidTypeError,
@@ -69,7 +70,7 @@ from memory_rdf.small_model._prompts import (
 if TYPE_CHECKING:  # httpx is imported on first use: `import memory_rdf` stays fast
     import httpx
 
-__all__ = ["DEFAULT_TIMEOUT", "HTTPModel", "Reply", "thread_usage"]
+__all__ = ["DEFAULT_TIMEOUT", "HTTPModel", "Reply"]
 
 T = TypeVar("T")
 
@@ -106,54 +107,14 @@ class Reply:
 
 
 @dataclass
-class _Counts:
-    requests: int = 0
-    failures: int = 0
-    invalid_answers: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "failures": self.failures,
-            "invalid_answers": self.invalid_answers,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "seconds": round(self.seconds, 6),
-        }
-
-
-@dataclass
 class _Usage:
-    total: _Counts = field(default_factory=_Counts)
-    by_task: dict[str, _Counts] = field(default_factory=dict)
+    total: CallStats = field(default_factory=CallStats)
+    by_task: dict[str, CallStats] = field(default_factory=dict)
 
     def add(self, task: str, **values: Any) -> None:
-        for counts in (self.total, self.by_task.setdefault(task, _Counts())):
+        for counts in (self.total, self.by_task.setdefault(task, CallStats())):
             for name, v in values.items():
                 setattr(counts, name, getattr(counts, name) + v)
-
-
-_thread = threading.local()
-
-
-def thread_usage() -> tuple[int, int, int]:
-    """``(requests, prompt_tokens, completion_tokens)`` sent by HTTP models from the calling
-    thread so far (all models together). The difference around a call attributes its tokens
-    to whatever made it, even when one model serves many agents or threads."""
-    return (
-        getattr(_thread, "requests", 0),
-        getattr(_thread, "prompt_tokens", 0),
-        getattr(_thread, "completion_tokens", 0),
-    )
-
-
-def _count_in_thread(prompt_tokens: int, completion_tokens: int) -> None:
-    _thread.requests = getattr(_thread, "requests", 0) + 1
-    _thread.prompt_tokens = getattr(_thread, "prompt_tokens", 0) + prompt_tokens
-    _thread.completion_tokens = getattr(_thread, "completion_tokens", 0) + completion_tokens
 
 
 # --------------------------------------------------------------------------- the base
@@ -286,8 +247,8 @@ class HTTPModel:
         reported them), ``seconds``, and the same per task in ``by_task`` (segment, process,
         process_batch, relation, relation_batch). Failed requests count their tokens too."""
         with self._lock:
-            out = self._usage.total.as_dict()
-            out["by_task"] = {k: v.as_dict() for k, v in sorted(self._usage.by_task.items())}
+            out = self._usage.total.usage()
+            out["by_task"] = {k: v.usage() for k, v in sorted(self._usage.by_task.items())}
             return out
 
     # -- the template --------------------------------------------------------------------------
@@ -419,7 +380,7 @@ class HTTPModel:
                 completion_tokens=completion_tokens,
                 seconds=time.perf_counter() - start,
             )
-        _count_in_thread(prompt_tokens, completion_tokens)
+        count_request(prompt_tokens, completion_tokens)
 
     def _note_invalid(self, key: str) -> None:
         with self._lock:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_rdf._text import is_cjk_text
+from memory_rdf._types import KEYWORDS_MAX, PHRASE_MAX
 
 __all__ = [
     "Prompt",
@@ -44,11 +45,8 @@ __all__ = [
     "segment_prompt",
 ]
 
-PHRASE_MAX = 20
-#: Keywords wanted; texts of at most ``_answers.SHORT_TEXT`` characters may have fewer, so the
-#: schema asks for 1–``KEYWORDS_MAX`` and the answer check for ``KEYWORDS_MIN``.
-KEYWORDS_MIN = 3
-KEYWORDS_MAX = 5
+# Texts of at most ``_answers.SHORT_TEXT`` characters may have fewer keywords, so the schema
+# asks for 1–``KEYWORDS_MAX`` and the answer check for ``KEYWORDS_MIN``.
 
 
 @dataclass(frozen=True)
