@@ -19,7 +19,9 @@ from servers import Server, oxigraph_command
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames:
+    own = any(m.args and m.args[0] == "backend"
+              for m in metafunc.definition.iter_markers("parametrize"))
+    if "backend" in metafunc.fixturenames and not own:  # test_http_models names its own
         backends = getattr(metafunc.module, "BACKENDS", ("embedded",))
         metafunc.parametrize("backend", backends, indirect=True)
 
