@@ -703,7 +703,8 @@ class MemoryManager:
         (the store is rewritten into a fresh directory and swapped in; RocksDB keeps deleted
         values in its files and logs until then, and Oxigraph never deletes a string from
         its dictionary). That costs a copy of the whole store: use it for erasure requests,
-        not routinely.
+        not routinely. On a SPARQL endpoint (SPEC §8) the triples and the journal's copies go
+        the same way, but what stays in the server's own files is up to the server.
 
         Raises:
             TypeError, ValueError: ``ids`` is not a list of node id strings, or ``purge`` not

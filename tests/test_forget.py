@@ -3,17 +3,18 @@ Message.timestamp → memory:saidAt, since/until on recall — on real temporary
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from memory_rdf import Config, MemoryManager, Message
+from memory_rdf import MemoryManager, Message
 
 from helpers import FAST, ScriptedModel, remember, say
+
+#: Everything here runs on an embedded store and on a SPARQL endpoint (SPEC §8); the
+#: byte-level erasure of purge=True is the embedded store's (tests/test_purge.py).
+BACKENDS = ("embedded", "endpoint")
 
 ONE_FOCUS = FAST.replace(focus_limit=1)
 
@@ -265,138 +266,3 @@ def test_compression_after_forget_keeps_the_store_consistent(make_manager) -> No
     for _ in range(6):
         mem.run_compression_slice(timeout=30)
     assert mem.sparql(f"ASK {{ node:{ids['bbbb bbbb bbbb']} ?p ?o }}") is False
-
-
-# -- purge=True: the bytes go -------------------------------------------------------------------
-
-SECRET = "my home address is 42 Wallaby Way, Sydney (secret 7f3a91)"
-
-
-def files_holding(root: Path, needle: str) -> list[str]:
-    """Every file under ``root`` (recursively) whose bytes contain ``needle`` (UTF-8)."""
-    data = needle.encode()
-    return sorted(
-        str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and data in p.read_bytes()
-    )
-
-
-def test_purge_erases_the_text_from_every_file(make_manager, data_dir: Path) -> None:
-    mem = make_manager(config=ONE_FOCUS)
-    remember(mem, f"{SECRET} | the cat is called Miso")
-    remember(mem, "we talked about the cat")
-    ids = _ids(mem)
-    store_dir = data_dir / "agent"
-    # a RocksDB store keeps a deleted value in its files: plain forget leaves the bytes
-    mem._store.flush()  # type: ignore[union-attr]  # as a long-running agent would have
-    assert files_holding(store_dir, "Wallaby")
-    assert mem.forget([ids[SECRET]]) == 1
-    assert files_holding(store_dir, "Wallaby"), "plain forget was expected to leave the bytes"
-    # purge: forget has already happened, but purging again of the same (now unknown) id
-    # still rewrites the store, so the bytes go
-    assert mem.forget([ids[SECRET]], purge=True) == 0
-    assert files_holding(data_dir, "Wallaby") == []
-    # the rest of the memory is intact and the agent keeps working
-    assert "Miso" in mem.recall(["Miso"], depth=2)
-    assert "is still linked to a memory I have forgotten" in mem.recall(["Miso"], depth=2)
-    remember(mem, "a new memory after the purge")
-    assert mem.stats()["nodes"] == 3
-    mem.close()
-    assert files_holding(data_dir, "Wallaby") == []
-    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]  # no copies left behind
-
-
-def test_purge_in_one_call_and_from_the_journal(make_manager, data_dir: Path) -> None:
-    model = ScriptedModel()
-    mem = make_manager(model=model)
-    remember(mem, SECRET)
-    secret_id = _ids(mem)[SECRET]
-    # a later remember of the same text whose segmentation keeps failing: journalled, failed
-    model.fail["segment"] = -1
-    mem.remember(say(f"{SECRET} | and some other words"))
-    assert mem.wait_idle(30)
-    model.fail["segment"] = 0
-    assert mem.stats()["failed_tasks"] == 1
-    mem._store.flush()  # type: ignore[union-attr]
-    assert files_holding(data_dir, "Wallaby")
-    assert mem.forget([secret_id], purge=True) == 1
-    assert files_holding(data_dir, "Wallaby") == []
-    # the failed task stays, without the forgotten text
-    (task,) = mem.failed_tasks()
-    assert "Wallaby" not in task["text"] and "and some other words" in task["text"]
-    mem.close()
-    assert files_holding(data_dir, "Wallaby") == []
-
-
-def test_purge_drops_a_journalled_task_left_blank(make_manager, data_dir: Path) -> None:
-    model = ScriptedModel()
-    mem = make_manager(model=model)
-    remember(mem, SECRET)
-    model.fail["segment"] = -1
-    mem.remember([{"role": "user", "content": SECRET}, {"role": "assistant", "content": "ok"}])
-    mem.remember([{"role": "user", "content": SECRET}])
-    assert mem.wait_idle(30)
-    assert mem.stats()["failed_tasks"] == 2
-    assert mem.forget([_ids(mem)[SECRET]], purge=True) == 1
-    # a message left empty goes; a task left with no message goes
-    assert [t["text"] for t in mem.failed_tasks()] == ["assistant: ok"]
-    assert files_holding(data_dir, "Wallaby") == []
-
-
-def _copy_of(store_dir: Path, name: str) -> Path:
-    target = store_dir.with_name(store_dir.name + name)
-    shutil.copytree(store_dir, target)
-    return target
-
-
-def test_a_purge_interrupted_between_the_renames_is_finished_at_open(
-    make_manager, data_dir: Path
-) -> None:
-    mem = make_manager()
-    remember(mem, "survives the crash")
-    mem.close()
-    store_dir = data_dir / "agent"
-    _copy_of(store_dir, "~new")  # the complete copy ...
-    os.rename(store_dir, store_dir.with_name("agent~old"))  # ... the first rename, then a crash
-    again = make_manager()
-    assert [m["content"] for m in again.memories()] == ["survives the crash"]
-    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]
-
-
-def test_a_purge_interrupted_while_copying_is_undone_at_open(make_manager, data_dir: Path) -> None:
-    mem = make_manager()
-    remember(mem, "the original")
-    mem.close()
-    half = data_dir / "agent~new"
-    half.mkdir()
-    (half / "000001.sst").write_bytes(b"half a copy")
-    again = make_manager()
-    assert [m["content"] for m in again.memories()] == ["the original"]
-    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]
-
-
-def test_purge_keeps_other_agents_and_stays_valid(
-    make_manager: Callable[..., MemoryManager], data_dir: Path
-) -> None:
-    a = make_manager("a")
-    b = make_manager("b", config=Config(auto_compress=False))
-    remember(a, SECRET)
-    remember(b, "agent b's own memory")
-    assert a.forget([_ids(a)[SECRET]], purge=True) == 1
-    assert b.memories()[0]["content"] == "agent b's own memory"
-    assert a.stats()["nodes"] == 0 and files_holding(data_dir / "a", "Wallaby") == []
-
-
-def test_the_store_stays_valid_after_forgetting(make_manager, data_dir: Path) -> None:
-    pytest.importorskip("pyshacl", reason="SHACL validation needs the shacl extra")
-    from memory_rdf import inspect
-
-    mem = make_manager(config=FAST.replace(focus_limit=2))
-    mem.remember(said("one | two | three", at="2024-01-01"))
-    mem.remember(say("four | five"))
-    ids = _ids(mem)
-    assert mem.forget([ids["five"], ids["two"]]) == 2  # a focus node and one that is not
-    assert mem.forget([ids["one"]], purge=True) == 1
-    assert mem.stats()["focus"] == [ids["four"]]
-    mem.close()
-    conforms, report = inspect.validate("agent", data_dir)
-    assert conforms, report
