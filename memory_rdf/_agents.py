@@ -14,8 +14,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
+
+if TYPE_CHECKING:
+    from memory_rdf._remote import SparqlEndpoint
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -65,6 +69,14 @@ def agent_path(agent_id: str, data_dir: str | os.PathLike[str] | None = None) ->
     return base / validate_agent_id(agent_id)
 
 
-def agent_exists(agent_id: str, data_dir: str | os.PathLike[str] | None = None) -> bool:
-    """True when ``{data_dir}/{agent_id}`` holds a store (its marker file). Creates nothing."""
+def agent_exists(agent_id: str, data_dir: str | os.PathLike[str] | SparqlEndpoint | None = None
+                 ) -> bool:
+    """True when ``{data_dir}/{agent_id}`` holds a store (its marker file), or, ``data_dir``
+    being a :class:`~memory_rdf.SparqlEndpoint`, when the agent has memory there (SPEC §8).
+    Creates nothing."""
+    from memory_rdf._remote import SparqlEndpoint, remote_agent_exists
+
+    if isinstance(data_dir, SparqlEndpoint):
+        validate_agent_id(agent_id)
+        return remote_agent_exists(data_dir, agent_id)
     return (agent_path(agent_id, data_dir) / STORE_MARKER).is_file()

@@ -56,7 +56,8 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore
-from memory_rdf._store import AgentStore, lit, render
+from memory_rdf._remote import SparqlEndpoint, open_remote_for_inspection
+from memory_rdf._store import AgentStore, MemoryStore, lit, render
 
 if TYPE_CHECKING:
     import rdflib
@@ -108,21 +109,29 @@ def _retryable(exc: BaseException) -> bool:
 
 def inspect_agent(
     agent_id: str,
-    data_dir: str | os.PathLike[str] | None,
-    operation: Callable[[AgentStore], T],
+    data_dir: str | os.PathLike[str] | SparqlEndpoint | None,
+    operation: Callable[[MemoryStore], T],
     *,
     attempts: int = ATTEMPTS,
 ) -> T:
     """Run ``operation`` on a fresh read-only snapshot of the agent's store, retrying the whole
     operation on a new snapshot when the store fails under it (see the module docstring).
+    ``data_dir`` may be a :class:`SparqlEndpoint` (SPEC §8): the agent's graphs are read there,
+    without taking its lease (the endpoint store retries by itself).
 
     ``operation`` must return materialized data (lists, dicts, bytes), never a lazy result.
     """
+    if isinstance(data_dir, SparqlEndpoint):
+        remote = open_remote_for_inspection(data_dir, agent_id)
+        try:
+            return operation(remote)
+        finally:
+            remote.close()
     delay = RETRY_DELAY
     attempt = 0
     while True:
         attempt += 1
-        store: AgentStore | None = None
+        store: MemoryStore | None = None
         try:
             store = open_for_inspection(agent_id, data_dir)
             return operation(store)
@@ -168,7 +177,7 @@ IMPORTANCE_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
 
 
 def importance_summary(
-    store: AgentStore, threshold: float | None = None
+    store: MemoryStore, threshold: float | None = None
 ) -> dict[str, Any]:
     """How important the agent's memories are: every node's importance (the sum of the
     strengths of its live links, SPEC §5.2) from one SPARQL aggregate grouped by node
@@ -204,7 +213,7 @@ def importance_summary(
     }
 
 
-def inspect_stats(store: AgentStore) -> dict[str, Any]:
+def inspect_stats(store: MemoryStore) -> dict[str, Any]:
     """The keys of :meth:`MemoryManager.stats` that a store alone can tell, plus a few more.
 
     ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids, newest first), ``pending_tasks``
@@ -220,8 +229,8 @@ def inspect_stats(store: AgentStore) -> dict[str, Any]:
     journal = Journal(store)
     path = store.path
     return {
-        "agent_id": path.name if path is not None else None,
-        "store_path": str(path.resolve()) if path is not None else None,
+        "agent_id": path.name if path is not None else getattr(store, "agent_id", None),
+        "store_path": str(path.resolve()) if path is not None else store.location,
         "nodes": nodes.count(),
         "links": links,
         "dangling_links": dangling,
@@ -241,7 +250,7 @@ def inspect_memories(
     until: Any = None,
     limit: int | None = 100,
     offset: int = 0,
-) -> Callable[[AgentStore], list[dict[str, Any]]]:
+) -> Callable[[MemoryStore], list[dict[str, Any]]]:
     """An operation for :func:`inspect_agent`: :meth:`MemoryManager.memories` on a snapshot
     (``importance`` with the default ``link_break_threshold``). Arguments are checked here,
     before any store is opened."""
@@ -254,14 +263,14 @@ def inspect_memories(
         raise InvalidInputError(f"offset must be >= 0, got {offset}")
     kws = [k.strip() for k in keywords or [] if k.strip()] or None
 
-    def run(store: AgentStore) -> list[dict[str, Any]]:
+    def run(store: MemoryStore) -> list[dict[str, Any]]:
         threshold = Config().link_break_threshold
         return Listing(store, threshold).page(kws, window, limit, offset)
 
     return run
 
 
-def inspect_tasks(store: AgentStore) -> list[dict[str, Any]]:
+def inspect_tasks(store: MemoryStore) -> list[dict[str, Any]]:
     """The journalled remembers, pending and failed, in the order accepted: ``id``,
     ``status``, ``text``, ``attempts``, ``error``, ``accepted_at``."""
     return [
@@ -297,7 +306,15 @@ def open_rdflib_graph(
     import rdflib  # imported here: rdflib takes a while to import
     from oxrdflib import OxigraphStore
 
-    def open_graph(store: AgentStore) -> rdflib.Graph:
+    if isinstance(data_dir, SparqlEndpoint):
+        raise InvalidInputError(
+            "open_rdflib_graph reads embedded stores; for an agent on a SPARQL endpoint use "
+            "rdflib's SPARQLStore on the endpoint URL, graph <https://w3id.org/memory-rdf/"
+            f"agent/{agent_id}>"
+        )
+
+    def open_graph(store: MemoryStore) -> rdflib.Graph:
+        assert isinstance(store, AgentStore)
         graph = rdflib.Graph(
             OxigraphStore(store=store.store), identifier=rdflib.graph.DATASET_DEFAULT_GRAPH_ID
         )
@@ -310,7 +327,7 @@ def open_rdflib_graph(
     return inspect_agent(agent_id, data_dir, open_graph)
 
 
-def validate(store: AgentStore) -> tuple[bool, str]:
+def validate(store: MemoryStore) -> tuple[bool, str]:
     """Check the default graph against the SHACL shapes shipped in ``ontology/shapes.ttl``.
 
     Returns ``(conforms, report)``, the report being pyshacl's human-readable text. The graph

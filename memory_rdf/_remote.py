@@ -53,7 +53,8 @@ from memory_rdf._store import (
     term_from_json,
 )
 
-__all__ = ["RemoteStore", "SparqlEndpoint", "agent_graphs"]
+__all__ = ["RemoteStore", "SparqlEndpoint", "agent_graphs", "open_remote_for_inspection",
+           "remote_agent_exists", "wipe_remote_agent"]
 
 T = TypeVar("T")
 
@@ -259,6 +260,10 @@ def _what_to_fix(kind: str, url: str, response: httpx.Response) -> str:
                "(e.g. http://host:7878/update), and check the server is not read-only")
     elif status in (405, 415):
         fix = "this URL does not take SPARQL queries by POST: check query_url"
+    elif status == 400 and kind == "update":
+        fix = ("the server did not accept this standard SPARQL 1.1 update; if this URL is the "
+               "query service, give the update service as update_url (--update-url), e.g. "
+               "http://host:7878/update")
     elif status == 413:
         fix = "the request is larger than the server accepts: raise its request size limit"
     else:
@@ -494,3 +499,40 @@ class RemoteStore(MemoryStore):
                 with contextlib.suppress(StoreError):
                     self._lease_update("release_lease.ru")
         self._closed = True
+
+
+def remote_agent_exists(endpoint: SparqlEndpoint, agent_id: str) -> bool:
+    """True when the agent has store metadata on the endpoint. Writes nothing."""
+    store = RemoteStore(endpoint, agent_id, read_only=True)
+    try:
+        return store.ask(
+            f"ASK {{ GRAPH {store.graphs.meta} {{ <{V.META_SUBJECT}> memory:schemaVersion ?v }} }}"
+        )
+    finally:
+        store.close()
+
+
+def open_remote_for_inspection(endpoint: SparqlEndpoint, agent_id: str) -> RemoteStore:
+    """The agent's graphs read-only (no lease), or :class:`UnknownAgentError`."""
+    from memory_rdf._agents import validate_agent_id
+    from memory_rdf._exceptions import UnknownAgentError
+
+    validate_agent_id(agent_id)
+    if not remote_agent_exists(endpoint, agent_id):
+        raise UnknownAgentError(
+            f"unknown agent {agent_id!r}: no memory on {endpoint.query_url} "
+            f"(graph <{AGENT}{agent_id}/meta> is empty)"
+        )
+    return RemoteStore(endpoint, agent_id, read_only=True)
+
+
+def wipe_remote_agent(endpoint: SparqlEndpoint, agent_id: str) -> bool:
+    """Remove the agent's memory from the endpoint (taking its lease first, so a process
+    serving it raises :class:`StoreLockedError` instead). True when there was something."""
+    existed = remote_agent_exists(endpoint, agent_id)
+    store = RemoteStore(endpoint, agent_id)
+    try:
+        store._update(render("wipe_agent.ru", **store.graphs.params(), lease=iri_ref(LEASE)))
+    finally:
+        store.close()
+    return existed

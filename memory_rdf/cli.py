@@ -16,6 +16,7 @@ found violations; 2 a usage error, an invalid agent id or an unknown agent (noth
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -39,6 +40,7 @@ from memory_rdf import (
     MemoryRDFError,
     Message,
     SmallModel,
+    SparqlEndpoint,
     SparqlError,
     StoreLockedError,
     Templates,
@@ -99,14 +101,20 @@ def _agent(agent: str) -> str:
     return agent
 
 
-def _existing_agent(agent: str, data_dir: Path) -> str:
+def _existing_agent(agent: str, data_dir: Where) -> str:
     """An agent that must already have a store (exit 2, creating nothing, when it has none)."""
     _agent(agent)
     if not inspect.agent_exists(agent, data_dir):
-        raise UnknownAgentError(
-            f"unknown agent {agent!r}: no memory store at {inspect.agent_path(agent, data_dir)}"
-        )
+        raise UnknownAgentError(f"unknown agent {agent!r}: no memory store at "
+                                f"{_location(agent, data_dir)}")
     return agent
+
+
+def _location(agent: str, data_dir: Where) -> str:
+    """Where the agent's memory is: its directory, or its graph on the endpoint."""
+    if isinstance(data_dir, SparqlEndpoint):
+        return f"{data_dir.query_url}, graph <https://w3id.org/memory-rdf/agent/{agent}>"
+    return str(inspect.agent_path(agent, data_dir))
 
 
 def _model() -> SmallModel | None:
@@ -116,12 +124,15 @@ def _model() -> SmallModel | None:
 
 @contextlib.contextmanager
 def _open_manager(
-    agent: str, data_dir: Path, config: Config, model: SmallModel | None = None
+    agent: str, data_dir: Where, config: Config, model: SmallModel | None = None
 ) -> Iterator[MemoryManager]:
     """The agent opened read-write. On success its queued work finishes before it closes; on
     an error or Ctrl-C it closes at once, and unprocessed remembers stay journalled for the
     next start (SPEC §5.1)."""
-    mem = MemoryManager(agent, data_dir=data_dir, config=config, model=model)
+    if isinstance(data_dir, SparqlEndpoint):
+        mem = MemoryManager(agent, endpoint=data_dir, config=config, model=model)
+    else:
+        mem = MemoryManager(agent, data_dir=data_dir, config=config, model=model)
     try:
         mem.initialize()
         yield mem
@@ -167,16 +178,64 @@ def _since_until_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
+#: Where the agents live: a data directory, or a SPARQL endpoint (``--endpoint``, SPEC §8).
+Where = Path | SparqlEndpoint
+
+
 def _data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--data-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar="MEMORY_RDF_DATA_DIR",
-        default="memory_data",
-        show_default=True,
-        show_envvar=True,
-        help="Directory holding one store directory per agent.",
-    )(func)
+    """``--data-dir``, and ``--endpoint``/``--update-url`` for agents on a SPARQL server: the
+    command receives ``data_dir`` as a :class:`Path` or as a :class:`SparqlEndpoint`."""
+
+    @functools.wraps(func)
+    def with_where(*args: Any, endpoint: str | None, update_url: str | None,
+                   **kwargs: Any) -> Any:
+        if endpoint is None:
+            if update_url is not None:
+                raise _CliError("--update-url needs --endpoint", 2)
+            return func(*args, **kwargs)
+        try:
+            ep = SparqlEndpoint(endpoint, update_url=update_url, auth=_endpoint_auth())
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise _CliError(str(exc), 2) from None
+        try:
+            return func(*args, **{**kwargs, "data_dir": ep})
+        finally:
+            ep.close()
+
+    for option in (
+        click.option(
+            "--update-url", metavar="URL", envvar="MEMORY_RDF_UPDATE_URL", show_envvar=True,
+            help="The endpoint's SPARQL update service (default: the --endpoint URL).",
+        ),
+        click.option(
+            "--endpoint", metavar="URL", envvar="MEMORY_RDF_ENDPOINT", show_envvar=True,
+            help="A SPARQL 1.1 query service holding the agents instead of --data-dir (auth: "
+                 "MEMORY_RDF_ENDPOINT_TOKEN, or MEMORY_RDF_ENDPOINT_USER and _PASSWORD).",
+        ),
+        click.option(
+            "--data-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            envvar="MEMORY_RDF_DATA_DIR",
+            default="memory_data",
+            show_default=True,
+            show_envvar=True,
+            help="Directory holding one store directory per agent.",
+        ),
+    ):
+        with_where = option(with_where)
+    return with_where
+
+
+def _endpoint_auth() -> tuple[str, str] | str | None:
+    """``--endpoint`` credentials from the environment (never from the command line, where
+    other users could read them): a bearer token, or a user and password."""
+    token = os.environ.get("MEMORY_RDF_ENDPOINT_TOKEN")
+    if token:
+        return token
+    user = os.environ.get("MEMORY_RDF_ENDPOINT_USER")
+    if user:
+        return (user, os.environ.get("MEMORY_RDF_ENDPOINT_PASSWORD", ""))
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,7 +274,7 @@ def cli() -> None:
     help="Compression slices after each session (the time between two conversations).",
 )
 @_data_dir_option
-def demo(agent: str, english: bool, slices: int, data_dir: Path) -> None:
+def demo(agent: str, english: bool, slices: int, data_dir: Where) -> None:
     """Remember the bundled demo conversation session by session, compressing after each
     one, then recall from the focus and through the keyword entry, and show stats.
 
@@ -283,7 +342,7 @@ def _parse_batches(text: str, source: str) -> list[list[Message]]:
 @click.argument("agent")
 @click.argument("file", metavar="FILE|-")
 @_data_dir_option
-def remember(agent: str, file: str, data_dir: Path) -> int:
+def remember(agent: str, file: str, data_dir: Where) -> int:
     """Remember messages from a JSON file (or - for stdin); creates the agent if new.
 
     FILE holds a JSON list of {"role": "user"|"assistant"|"system", "content": "..."}
@@ -306,8 +365,7 @@ def remember(agent: str, file: str, data_dir: Path) -> int:
             mem.remember(batch)
         _wait_for_remembers(mem, len(batches), err)
         stats = mem.stats()
-    where = inspect.agent_path(agent, data_dir)
-    click.echo(f"agent {agent!r}: {stats['nodes']} nodes now ({where})")
+    click.echo(f"agent {agent!r}: {stats['nodes']} nodes now ({_location(agent, data_dir)})")
     return _report_failures(agent, stats, failed_before, err)
 
 
@@ -361,7 +419,7 @@ def _report_failures(agent: str, stats: dict[str, Any], failed_before: int, err:
 @_data_dir_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
            depth: int | None, entry: str, limit: int | None, max_chars: int | None,
-           english: bool, since: str | None, until: str | None, data_dir: Path) -> None:
+           english: bool, since: str | None, until: str | None, data_dir: Where) -> None:
     """Print what the agent recalls for KEYWORDs (plain text, for pipes).
 
     No keyword matches every reached node. The most relevant memories come first (more of
@@ -414,7 +472,7 @@ def _when(memory: dict[str, Any]) -> str:
               help="A JSON list of the memories() dicts (dates in ISO 8601).")
 @_data_dir_option
 def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: str | None,
-             limit: int, offset: int, as_json: bool, data_dir: Path) -> None:
+             limit: int, offset: int, as_json: bool, data_dir: Where) -> None:
     """List the agent's memories, newest first (said time where known, else creation time):
     id, date, importance and content. KEYWORDs keep the memories that contain one (as recall
     matches). Read-only: works while another process holds the agent.
@@ -460,7 +518,7 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
 @click.option("--purge", is_flag=True,
               help="Also erase the text from every file of the store (rewrites the store).")
 @_data_dir_option
-def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Path) -> None:
+def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Where) -> None:
     """Forget the memories with these ids (from `memory-rdf memories`), as compression
     forgets: the text goes, links into it stay (the agent knows it once knew something).
     Unknown ids are ignored. With --purge the text is also in no file of the store directory
@@ -489,7 +547,7 @@ def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Path) -> Non
               help="Requeue every failed remember and wait for them (opens the agent).")
 @click.option("--json", "as_json", is_flag=True, help="The tasks as a JSON list.")
 @_data_dir_option
-def tasks(agent: str, retry: bool, as_json: bool, data_dir: Path) -> int:
+def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
     """List the agent's journalled remembers: pending (accepted, not processed yet) and
     failed (their small-model calls kept failing; kept, never dropped). Read-only without
     --retry. With --retry, every failed remember is queued again and processed now; the exit
@@ -542,7 +600,7 @@ def tasks(agent: str, retry: bool, as_json: bool, data_dir: Path) -> int:
 @click.option("--slices", "-n", default=10, show_default=True, type=click.IntRange(min=1),
               help="Compression slices to run.")
 @_data_dir_option
-def compress(agent: str, slices: int, data_dir: Path) -> None:
+def compress(agent: str, slices: int, data_dir: Where) -> None:
     """Run compression slices now (decay, shorten, forget) and print their totals.
 
     \b
@@ -625,7 +683,7 @@ def _read_query(query: str) -> str:
               default="table", show_default=True,
               help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
 @_data_dir_option
-def sparql(agent: str, query: str, fmt: str, data_dir: Path) -> None:
+def sparql(agent: str, query: str, fmt: str, data_dir: Where) -> None:
     """Run a read-only SPARQL query over the agent's memory graph.
 
     The memory:, node:, link: and xsd: prefixes are predeclared. @FILE reads the query from
@@ -719,7 +777,7 @@ def _format_for(output: str | Path | None, fmt: str | None, suffixes: dict[str, 
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to FILE instead of stdout.")
 @_data_dir_option
-def export(agent: str, fmt: str | None, output: Path | None, data_dir: Path) -> None:
+def export(agent: str, fmt: str | None, output: Path | None, data_dir: Where) -> None:
     """Export the agent's store as RDF.
 
     Turtle and N-Triples hold the memory network (the default graph); N-Quads and TriG add the
@@ -759,7 +817,7 @@ _GRAPH_SUFFIXES = {".html": "html", ".htm": "html", ".dot": "dot", ".gv": "dot",
               show_default=True, help="Most memories drawn (the most strongly linked first).")
 @_data_dir_option
 def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: int,
-          data_dir: Path) -> None:
+          data_dir: Where) -> None:
     """Draw the memory network within --depth hops of the agent's focus (read-only).
 
     Focus nodes are amber, in the middle; other memories sit on rings by hop distance, sized
@@ -822,7 +880,7 @@ def _importance_text(summary: dict[str, Any]) -> Text:
 @click.argument("agent")
 @click.option("--json", "as_json", is_flag=True, help="Print the stats dict as JSON.")
 @_data_dir_option
-def stats(agent: str, as_json: bool, data_dir: Path) -> None:
+def stats(agent: str, as_json: bool, data_dir: Where) -> None:
     """Show the agent's node, link and focus counts, how important its memories are (min,
     median, max and a histogram of node importance), pending and failed remembers, and where
     its store is and how big (read-only).
@@ -857,7 +915,7 @@ def stats(agent: str, as_json: bool, data_dir: Path) -> None:
 @cli.command(short_help="Check the store against the SHACL shapes.")
 @click.argument("agent")
 @_data_dir_option
-def validate(agent: str, data_dir: Path) -> None:
+def validate(agent: str, data_dir: Where) -> None:
     """Check the memory graph against the SHACL shapes; exit 1 with the report if it violates
     them. Needs pyshacl (pip install "memory-rdf[shacl]"): exit 3 without it, so a script
     can tell "not checked" from "damaged".
@@ -906,7 +964,7 @@ def validate(agent: str, data_dir: Path) -> None:
 @_data_dir_option
 @click.pass_context
 def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
-          token: str | None, call_timeout: float, english: bool, data_dir: Path) -> None:
+          token: str | None, call_timeout: float, english: bool, data_dir: Where) -> None:
     """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
     pip install "memory-rdf[mcp]").
 
@@ -941,7 +999,9 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
         raise _CliError(str(exc), 2) from None
     config = Config(templates=Templates.english() if english else Templates())
     err = _stderr()
-    system = MemorySystem(data_dir=data_dir, model=_model(), config=config)
+    system = (MemorySystem(endpoint=data_dir, model=_model(), config=config)
+              if isinstance(data_dir, SparqlEndpoint)
+              else MemorySystem(data_dir=data_dir, model=_model(), config=config))
     try:
         system.agent(agent)  # fail now (locked, damaged store) rather than at the first call
         where = f"agent {agent!r} by default, data dir {data_dir}"

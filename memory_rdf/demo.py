@@ -20,10 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from memory_rdf._agents import STORE_MARKER, agent_path
+from memory_rdf._agents import STORE_MARKER, agent_path, validate_agent_id
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import InvalidInputError
 from memory_rdf._manager import MemoryManager
+from memory_rdf._remote import SparqlEndpoint, wipe_remote_agent
 from memory_rdf._resources import data_text, query_text
 from memory_rdf._store import AgentStore
 from memory_rdf._wrap import wrap_text
@@ -91,7 +92,7 @@ def _progress(console: Console) -> Progress:
 
 def run_demo(
     agent: str = "demo",
-    data_dir: str | os.PathLike[str] | None = None,
+    data_dir: str | os.PathLike[str] | SparqlEndpoint | None = None,
     *,
     english: bool = False,
     slices: int = DEMO_SLICES,
@@ -109,16 +110,28 @@ def run_demo(
         StoreLockedError: another process holds the agent.
     """
     out = console if console is not None else Console(highlight=False)
-    path = agent_path(agent, data_dir)
-    root = path.parent
     data = json.loads(data_text("demo_conversation_en.json" if english else
                                 "demo_conversation.json"))
     sessions = data["sessions"]
     remembered = sessions[:-1] if len(sessions) > 1 else sessions
-    if (path / STORE_MARKER).is_file():
-        AgentStore(path).close()  # StoreLockedError when another process runs the agent
-    out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
-    _wipe_agent(path, out)
+    endpoint = data_dir if isinstance(data_dir, SparqlEndpoint) else None
+    where: dict[str, Any]
+    if endpoint is not None:  # the agent's graphs on a SPARQL server (SPEC §8)
+        validate_agent_id(agent)
+        out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
+        if wipe_remote_agent(endpoint, agent):  # StoreLockedError while a process runs it
+            _say(out, f"Agent {agent!r} already exists on {endpoint.query_url}: wiped it first.")
+        location = f"{endpoint.query_url}, graph <https://w3id.org/memory-rdf/agent/{agent}>"
+        where = {"endpoint": endpoint}
+    else:
+        assert not isinstance(data_dir, SparqlEndpoint)
+        path = agent_path(agent, data_dir)
+        if (path / STORE_MARKER).is_file():
+            AgentStore(path).close()  # StoreLockedError when another process runs the agent
+        out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
+        _wipe_agent(path, out)
+        location = str(path)
+        where = {"data_dir": path.parent}
     config = Config(
         auto_compress=False, templates=Templates.english() if english else Templates()
     )
@@ -131,7 +144,7 @@ def run_demo(
     for column in ("new", "compressions", "forgotten", "memories"):
         timeline.add_column(column, justify="right")
     made = forgotten = 0
-    with MemoryManager(agent, data_dir=root, config=config) as mem:
+    with MemoryManager(agent, config=config, **where) as mem:
         with _progress(out) as progress:
             task = progress.add_task("Remembering", total=len(remembered))
             for session in remembered:
@@ -160,7 +173,7 @@ def run_demo(
         _say(
             out,
             f"Remembered {len(remembered)} sessions ({n_messages} messages) as {made} memories "
-            f"in {time.perf_counter() - started:.1f} s (store: {path}).",
+            f"in {time.perf_counter() - started:.1f} s (store: {location}).",
         )
         _say(
             out,
@@ -179,7 +192,7 @@ def run_demo(
             body = wrap_text(text or "(nothing recalled)", max(out.width - 4, 8))
             out.print(Panel(Text(body), expand=True))
         stats = mem.stats()
-    phrases = inspect_stats(agent, root)["focus_phrases"]
+    phrases = inspect_stats(agent, endpoint or where["data_dir"])["focus_phrases"]
     out.print()
     table = Table(title="Agent stats", show_header=False)
     table.add_column("", style="bold")
@@ -192,6 +205,10 @@ def run_demo(
     out.print(table)
     shown = data_dir is not None and str(data_dir) != "memory_data"
     flag = f" --data-dir {shlex.quote(str(data_dir))}" if shown else ""
+    if endpoint is not None:
+        flag = f" --endpoint {shlex.quote(endpoint.query_url)}"
+        if endpoint.update_url != endpoint.query_url:
+            flag += f" --update-url {shlex.quote(endpoint.update_url)}"
     keyword = "coffee --english" if english else "咖啡"
     _say(out, f"Next: memory-rdf recall {agent} {keyword} --entry keywords{flag}   |   "
               f"memory-rdf graph {agent} -o {agent}.html{flag}")

@@ -42,9 +42,10 @@ from memory_rdf._inspect import (
     open_rdflib_graph,
 )
 from memory_rdf._inspect import validate as _validate
+from memory_rdf._remote import SparqlEndpoint
 
 if TYPE_CHECKING:
-    from memory_rdf._store import AgentStore
+    from memory_rdf._store import MemoryStore
 
 __all__ = [
     "EXPORT_FORMATS",
@@ -67,7 +68,8 @@ __all__ = [
     "validate",
 ]
 
-DataDir = str | os.PathLike[str] | None
+#: Where the agents live: a data directory (None: the default one) or a SPARQL endpoint (§8).
+DataDir = str | os.PathLike[str] | SparqlEndpoint | None
 
 #: The prefixes predeclared in every query (``memory:``, ``node:``, ``link:``, ``xsd:``).
 PREFIXES: dict[str, str] = dict(V.PREFIXES)
@@ -216,7 +218,7 @@ def graph(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidInputError(f"limit must be an int >= 1, got {limit!r}")
 
-    def collect(store: AgentStore) -> _graphview.GraphView:
+    def collect(store: MemoryStore) -> _graphview.GraphView:
         return _graphview.collect_view(store, depth=depth, limit=limit)
 
     view = inspect_agent(agent_id, data_dir, collect)

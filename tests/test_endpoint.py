@@ -36,7 +36,7 @@ from memory_rdf import (
 from memory_rdf._remote import RemoteStore
 from memory_rdf._store import AgentStore
 
-from helpers import FAST, ScriptedModel, remember, say
+from helpers import FAST, ScriptedModel, memory_rdf_command, remember, say
 from servers import Server, oxigraph_command
 
 pytestmark = pytest.mark.skipif(
@@ -351,7 +351,7 @@ def refusing() -> Iterator[tuple[str, type[_Refusing]]]:
     (403, "check the credentials"),
     (404, "check the URL: query_url must be the SPARQL query service"),
     (405, "does not take SPARQL updates: give the update service as update_url"),
-    (400, "did not accept this standard SPARQL 1.1 request"),
+    (400, "did not accept this standard SPARQL 1.1 update; if this URL is the query service"),
 ])
 def test_4xx_answers_say_what_to_fix(refusing: tuple[str, type[_Refusing]], status: int,
                                      fix: str) -> None:
@@ -412,3 +412,40 @@ def test_stats_and_json_of_an_endpoint_agent(server: Server) -> None:
         stats = mem.stats()
         assert stats["nodes"] == 2 and stats["links"] == 2
         json.dumps(stats, default=str)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line: --endpoint wherever --data-dir is taken
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cli_demo_and_inspection_on_a_running_server(server: Server, tmp_path: Path) -> None:
+    cmd = memory_rdf_command()
+    where = ["--endpoint", server.query_url, "--update-url", server.update_url]
+    env = {**os.environ, "MEMORY_RDF_MODEL": "heuristic"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([cmd, *args], capture_output=True, text=True, timeout=120,
+                              env=env, cwd=tmp_path)
+
+    demo = run("demo", *where, "--slices", "2")
+    assert demo.returncode == 0, demo.stderr
+    assert f"--endpoint {server.query_url}" in demo.stdout  # the "Next:" line
+    stats = run("stats", "demo", "--json", *where)
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["nodes"] > 5
+    assert not (tmp_path / "memory_data").exists()  # nothing written locally
+    recall = run("recall", "demo", "JWT", *where)
+    assert recall.returncode == 0 and "JWT" in recall.stdout, recall.stderr
+    query = run("sparql", "demo", "SELECT (COUNT(?n) AS ?c) WHERE { ?n a memory:Node }",
+                "--format", "csv", *where)
+    assert query.stdout.splitlines()[1] == str(json.loads(stats.stdout)["nodes"])
+    refused = run("sparql", "demo", "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", *where)
+    assert refused.returncode != 0 and "GRAPH is refused" in refused.stderr
+    unknown = run("stats", "nobody", *where)
+    assert unknown.returncode == 2 and "unknown agent 'nobody'" in unknown.stderr
+    alone = run("stats", "demo", "--update-url", server.update_url)
+    assert alone.returncode == 2 and "--update-url needs --endpoint" in alone.stderr
+    no_update_url = run("compress", "demo", "--endpoint", server.query_url)
+    assert no_update_url.returncode != 0
+    assert "give the update service as update_url (--update-url)" in no_update_url.stderr

@@ -56,6 +56,8 @@ def test_every_update_file_parses_and_has_a_header(graphs: _store.Graphs) -> Non
         assert text.startswith(f"# {name} — "), name
         assert "Output" in text, name
         store.update(text, prefixes=_store.V.PREFIXES)  # as shipped
+        if graphs.memory is None and "$memory" in text:
+            continue  # names the memory graph: for endpoints only (wipe_agent)
         node = _store.node_ref("0" * 32)
         params = {"node": node, "link": _store.link_ref("0" * 32, "1" * 32),
                   "task": _store.iri_ref(_store.V.TASK + "0" * 32), "lease": node,

@@ -115,7 +115,8 @@ def collect_view(
     if depth < 0:
         raise ValueError("depth must be >= 0")
     path = store.path
-    view = GraphView(agent_id=path.name if path is not None else "memory", depth=depth)
+    view = GraphView(agent_id=path.name if path is not None
+                     else str(getattr(store, "agent_id", "memory")), depth=depth)
     view.total_nodes = int(store.scalar(render("node_count"), 0))
     focus = FocusManager(store, 1).ids()
     hop: dict[str, int] = {nid: 0 for nid in focus[: max(limit, 1)]}
