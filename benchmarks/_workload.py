@@ -28,9 +28,10 @@ from benchmarks._common import FastModel, sentence
 from memory_rdf import _vocab as V
 from memory_rdf._links import LinkData, link_triples
 from memory_rdf._nodes import NodeData, node_triples
-from memory_rdf._remember import NEXT, PREVIOUS, _clean, new_node_id
+from memory_rdf._remember import NEXT, PREVIOUS, new_node_id
 from memory_rdf._store import AgentStore, iri_ref, lit, triple
 from memory_rdf._text import index_terms
+from memory_rdf._types import clean_keywords
 
 
 def generate(
@@ -69,7 +70,7 @@ def generate(
                 seq += 1
                 text = sentence(texts, seq)
                 p = model.process(text)
-                keywords = _clean(p.keywords)
+                keywords = clean_keywords(p.keywords)
                 contents.append(p.content)
                 # The newest `focus_limit` nodes end in the focus: those are never forgotten.
                 if forgotten > 0 and seq <= nodes - focus_limit and aging.random() < forgotten:

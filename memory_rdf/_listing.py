@@ -63,21 +63,29 @@ class Listing:
         offset: int,
     ) -> list[dict[str, Any]]:
         needles = [lit(k.lower()) for k in keywords] if keywords else None
-        query = render("memories", keywords=needles, limit=limit, offset=offset or None,
+        name = "memories_matching" if needles else "memories"
+        query = render(name, keywords=needles, limit=limit, offset=offset or None,
                        **(window or _OPEN).terms())
-        rows = self._store.rows(query)
-        ids = [node_id(r[0]) for r in rows]
+        order = self._store.rows(query)
+        ids = [node_id(r[0]) for r in order]
+        details: dict[str, tuple[Any, ...]] = {}
         keywords_of: dict[str, list[str]] = {}
         importance: dict[str, float] = {}
         for part in chunks(ids):
             refs = [node_ref(i) for i in part]
+            for row in self._store.rows(render("memory_details", nodes=refs)):
+                details[node_id(row[0])] = row[1:]
             for iri, keyword in self._store.rows(render("node_keywords", nodes=refs)):
                 keywords_of.setdefault(node_id(iri), []).append(keyword)
             query = render("importances", nodes=refs, threshold=self._threshold)
             for iri, value in self._store.rows(query):
                 importance[node_id(iri)] = float(value or 0.0)
-        return [
-            {
+        out: list[dict[str, Any]] = []
+        for nid, (_, created, said) in zip(ids, order, strict=True):
+            if nid not in details:  # forgotten between the two reads (another writer)
+                continue
+            content, phrase, scans, original, focus = details[nid]
+            out.append({
                 "id": nid,
                 "content": content,
                 "phrase": phrase,
@@ -88,11 +96,8 @@ class Listing:
                 "original_length": int(original),
                 "importance": importance.get(nid, 0.0),
                 "in_focus": bool(focus),
-            }
-            for nid, (_, content, phrase, created, said, scans, original, focus) in zip(
-                ids, rows, strict=True
-            )
-        ]
+            })
+        return out
 
     def in_window(self, ids: Sequence[str], window: Window) -> set[str]:
         """The ids said (or, without a said time, created) inside ``window``."""
