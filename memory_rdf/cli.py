@@ -28,7 +28,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -51,7 +50,7 @@ from memory_rdf import (
     inspect,
     model_from_env,
 )
-from memory_rdf.demo import DEMO_SLICES, run_demo
+from memory_rdf.demo import DEMO_SLICES, progress_bar, run_demo
 from memory_rdf.tools import DEFAULT_AGENT
 
 __all__ = ["cli", "main", "run"]
@@ -140,16 +139,6 @@ def _open_manager(
         mem.close(timeout=0)
         raise
     mem.close()
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    )
 
 
 def _write_bytes(data: bytes) -> None:
@@ -374,7 +363,7 @@ def _wait_for_remembers(mem: MemoryManager, submitted: int, err: Console) -> Non
     remembers landed (a cheap query on the journal graph; tasks resumed from an earlier run
     count too); wait_idle also waits for compression."""
     total = max(mem.pending_remembers(), submitted)
-    with _progress(err) as progress:
+    with progress_bar(err) as progress:
         task = progress.add_task("Remembering", total=total)
         while not mem.wait_idle(timeout=0.2):
             pending = mem.pending_remembers()
@@ -613,7 +602,7 @@ def compress(agent: str, slices: int, data_dir: Where) -> None:
     elapsed = 0.0
     with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
         before = mem.stats()["nodes"]
-        with _progress(_stderr()) as progress:
+        with progress_bar(_stderr()) as progress:
             task = progress.add_task("Compressing", total=slices)
             for _ in range(slices):
                 report = mem.run_compression_slice()

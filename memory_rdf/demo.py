@@ -30,7 +30,7 @@ from memory_rdf._store import AgentStore
 from memory_rdf._wrap import wrap_text
 from memory_rdf.inspect import stats as inspect_stats
 
-__all__ = ["DEMO_SLICES", "run_demo"]
+__all__ = ["DEMO_SLICES", "progress_bar", "run_demo"]
 
 #: Compression slices the demo runs after each session: the time that passes between two
 #: conversations. Enough that the oldest memories are forgotten and the middle ones shortened
@@ -80,7 +80,9 @@ def _say(console: Console, text: str) -> None:
     console.print(text, markup=False, soft_wrap=True)
 
 
-def _progress(console: Console) -> Progress:
+def progress_bar(console: Console) -> Progress:
+    """The progress bar the demo and the ``memory-rdf`` commands show (description, bar,
+    done/total, time elapsed)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -145,7 +147,7 @@ def run_demo(
         timeline.add_column(column, justify="right")
     made = forgotten = 0
     with MemoryManager(agent, config=config, **where) as mem:
-        with _progress(out) as progress:
+        with progress_bar(out) as progress:
             task = progress.add_task("Remembering", total=len(remembered))
             for session in remembered:
                 progress.update(task, description=f"Remembering {session['name']}")
