@@ -243,7 +243,16 @@ class MemoryManager:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def initialize(self) -> MemoryManager:
-        """Open or create the store, resume journalled remembers, start processing."""
+        """Open or create the store, resume journalled remembers, start processing.
+
+        Returns the manager (idempotent: a second call does nothing).
+
+        Raises:
+            MemoryClosedError: the manager (or its system) was closed.
+            StoreLockedError: another process (or open handle) holds the agent's store.
+            SchemaVersionError: the store was written by an incompatible version.
+            StoreError: the store cannot be opened.
+        """
         with self._lock:
             if self.closed:
                 raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")
@@ -293,7 +302,9 @@ class MemoryManager:
 
     def close(self, timeout: float | None = None) -> None:
         """Stop. Waits up to ``timeout`` s (None: until done) for queued tasks; remembers not
-        processed by then stay journalled and run at the next :meth:`initialize`."""
+        processed by then stay journalled and run at the next :meth:`initialize`. Callers still
+        waiting on a recall get :class:`~memory_rdf.MemoryClosedError`. Idempotent; raises
+        nothing of its own."""
         with self._lock:
             if self.closed:
                 return
@@ -346,7 +357,17 @@ class MemoryManager:
     # -- remember ------------------------------------------------------------------------------
 
     def remember(self, messages: Sequence[Any]) -> None:
-        """Validate, journal durably, enqueue, return at once (SPEC §4, §5.1)."""
+        """Validate, journal durably, enqueue, return at once (SPEC §4, §5.1).
+
+        ``messages``: a list of :class:`~memory_rdf.Message` or of mappings with ``role``,
+        ``content`` (and optionally ``timestamp``). Nothing is stored when this raises.
+
+        Raises:
+            InvalidTypeError, InvalidInputError: bad messages (named by index and field).
+            QueueFullError: the agent already has ``max_queue_size`` tasks waiting.
+            MemoryClosedError: the manager is closed, or not initialized yet.
+            StoreError: the journal write failed.
+        """
         msgs = coerce_messages(messages)
         self._check_open()
         text = messages_to_text(msgs)
@@ -516,7 +537,8 @@ class MemoryManager:
         limit: int | None = None,
         max_chars: int | None = None,
     ) -> str:
-        """:meth:`recall` for asyncio code (same arguments)."""
+        """:meth:`recall` for asyncio code (same arguments, same errors; a timeout raises
+        :class:`TimeoutError`)."""
         future = self.recall_async(
             keywords, relations, depth, entry=entry, since=since, until=until,
             limit=limit, max_chars=max_chars,
@@ -751,7 +773,13 @@ class MemoryManager:
 
     def run_compression_slice(self, timeout: float | None = None) -> dict[str, Any]:
         """Run one compression slice for this agent now (after its queued tasks) and report it:
-        scanned, compressed, forgotten, links_removed, model_calls, preempted, elapsed_ms."""
+        scanned, compressed, forgotten, links_removed, model_calls, preempted, elapsed_ms.
+
+        Raises:
+            MemoryClosedError: the manager is closed, or not initialized yet.
+            concurrent.futures.TimeoutError: the slice did not finish within ``timeout`` s.
+            ModelError: the small model failed on a node and its fallback could not help.
+        """
         self._check_open()
         future: Future[dict[str, Any]] = Future()
         self._system._scheduler.submit(
@@ -764,7 +792,12 @@ class MemoryManager:
     # -- waiting, inspection -------------------------------------------------------------------
 
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """True once no task of this agent (compression included) is queued or running."""
+        """True once no task of this agent (compression included) is queued or running;
+        False if ``timeout`` s passed first.
+
+        Raises:
+            MemoryClosedError: the manager is closed, or not initialized yet.
+        """
         self._check_open()
         return self._system._scheduler.wait_idle(self.agent_id, timeout)
 
@@ -772,10 +805,23 @@ class MemoryManager:
         """Read-only SPARQL over the memory graph (SPEC §6). The §2 prefixes are predeclared.
 
         SELECT → list of dicts; ASK → bool; CONSTRUCT/DESCRIBE → list of triples.
+
+        Raises:
+            SparqlError: the query does not parse.
+            UpdateRefusedError: the query is a SPARQL Update.
+            InvalidTypeError: ``query`` is not a str.
+            MemoryClosedError: the manager is closed, or not initialized yet.
         """
         return self._check_open().user_query(query)
 
     def stats(self) -> dict[str, Any]:
+        """Counts of this agent: ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids,
+        newest first), ``pending_tasks``, ``failed_tasks``, the ``model_*`` call counters of
+        this process, ``store_path`` and ``recall_queue_wait_ms``, among others.
+
+        Raises:
+            MemoryClosedError: the manager is closed, or not initialized yet.
+        """
         store = self._check_open()
         links, dangling = self._links.counts()
         calls = CallStats()
@@ -812,7 +858,8 @@ class MemoryManager:
         return self._journal.count("pending")
 
     def failed_tasks(self) -> list[dict[str, Any]]:
-        """Remembers whose segmentation kept failing: ``id``, ``text``, ``attempts``, ``error``."""
+        """Remembers whose segmentation kept failing: ``id``, ``text``, ``attempts``, ``error``,
+        ``accepted_at``. Raises :class:`~memory_rdf.MemoryClosedError` when closed."""
         self._check_open()
         return [
             {"id": t.id, "text": t.text, "attempts": t.attempts, "error": t.error,
@@ -821,7 +868,8 @@ class MemoryManager:
         ]
 
     def retry_failed(self) -> int:
-        """Queue every failed remember again; returns how many."""
+        """Queue every failed remember again; returns how many. Raises
+        :class:`~memory_rdf.MemoryClosedError` when closed."""
         self._check_open()
         tasks = self._journal.tasks("failed")
         for t in tasks:
@@ -830,7 +878,8 @@ class MemoryManager:
         return len(tasks)
 
     def discard_failed(self) -> int:
-        """Drop every failed remember from the journal; returns how many."""
+        """Drop every failed remember from the journal; returns how many. Raises
+        :class:`~memory_rdf.MemoryClosedError` when closed."""
         self._check_open()
         tasks = self._journal.tasks("failed")
         for t in tasks:
