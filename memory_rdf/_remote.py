@@ -239,6 +239,16 @@ class SparqlEndpoint:
         return response
 
 
+def _boolean(answer: Any) -> bool:
+    """An ASK answer in SPARQL JSON; Virtuoso 7 sends ``{"results": {"bindings":
+    [{"__ask_retval": {"value": "1"}}]}}`` instead of ``{"boolean": true}``."""
+    if "boolean" in answer:
+        return bool(answer["boolean"])
+    bindings = answer.get("results", {}).get("bindings", [])
+    first: dict[str, Any] = next(iter(bindings[0].values()), {}) if bindings else {}
+    return first.get("value") in ("1", "true")
+
+
 def _body(response: httpx.Response) -> str:
     text = response.text.strip().replace("\n", " ")
     return text[:300] + ("…" if len(text) > 300 else "")
@@ -277,6 +287,7 @@ _STRINGS = re.compile(
     r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\''
     r'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\n]*'
 )
+_ASK = re.compile(r"^\s*(?:(?:PREFIX\s+\S*\s*|BASE\s*)\s*)*ASK\b", re.IGNORECASE)
 _SCOPE_KEYWORDS = re.compile(r"(?<![?$:\w])(SERVICE|FROM|GRAPH)\b", re.IGNORECASE)
 
 
@@ -363,7 +374,7 @@ class RemoteStore(MemoryStore):
                 for b in answer["results"]["bindings"]]
 
     def ask(self, query: str) -> bool:
-        return bool(self._json(query)["boolean"])
+        return _boolean(self._json(query))
 
     def commit(self, batch: WriteBatch) -> None:
         if not batch:
@@ -416,8 +427,8 @@ class RemoteStore(MemoryStore):
         if "n-triples" in response.headers.get("content-type", ""):
             return parse_ntriples(response.content)
         answer = response.json()
-        if "boolean" in answer:
-            return bool(answer["boolean"])
+        if "boolean" in answer or _ASK.match(_STRINGS.sub(" ", query)):
+            return _boolean(answer)
         names = answer["head"]["vars"]
         return [
             {n: python_from_json(b[n]) for n in names if n in b}

@@ -15,7 +15,7 @@ import pytest
 from memory_rdf import Config, MemoryManager
 
 from helpers import FAST, ScriptedModel
-from servers import Server, oxigraph_command
+from servers import Server, Virtuoso, oxigraph_command
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -23,6 +23,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
               for m in metafunc.definition.iter_markers("parametrize"))
     if "backend" in metafunc.fixturenames and not own:  # test_http_models names its own
         backends = getattr(metafunc.module, "BACKENDS", ("embedded",))
+        if "endpoint" in backends:  # Virtuoso too, where it is installed (else skipped)
+            backends = (*backends, "virtuoso")
         metafunc.parametrize("backend", backends, indirect=True)
 
 
@@ -37,6 +39,19 @@ def oxigraph_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server
     if oxigraph_command() is None:
         pytest.skip("the oxigraph CLI is not installed (it comes with pip install '.[test]')")
     server = Server(tmp_path_factory.mktemp("oxigraph")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def virtuoso(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One Virtuoso 7 on loopback for the session (Debian's virtuoso-opensource)."""
+    from benchmarks._servers import virtuoso_available
+
+    if not virtuoso_available():
+        pytest.skip("Virtuoso is not installed (virtuoso-t: apt-get install "
+                    "virtuoso-opensource; .ci/run installs it when it can)")
+    server = Virtuoso(tmp_path_factory.mktemp("virtuoso"))
     yield server
     server.stop()
 
@@ -58,8 +73,9 @@ def make_manager(
     made: list[MemoryManager] = []
     server: Server | None = None
     endpoint = None
-    if backend == "endpoint":
-        server = request.getfixturevalue("oxigraph_server")
+    if backend in ("endpoint", "virtuoso"):
+        server = request.getfixturevalue("oxigraph_server" if backend == "endpoint"
+                                         else "virtuoso")
         endpoint = server.endpoint()
 
     def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:

@@ -1,5 +1,6 @@
 """Real SPARQL servers on loopback for the endpoint tests (SPEC §8): ``oxigraph serve`` (the
-``oxigraph`` package of the test extra) always, Virtuoso where Debian's package is installed.
+``oxigraph`` package of the test extra) always, Virtuoso where Debian's package is installed
+(:class:`Virtuoso`, started by ``benchmarks._servers``).
 
 Each server runs as a child process on a free port; :meth:`Server.kill` sends SIGKILL and
 :meth:`Server.start` brings it back on the same port and data directory.
@@ -87,7 +88,17 @@ class Server:
         return SparqlEndpoint(self.query_url, update_url=self.update_url, **kw)  # type: ignore[arg-type]
 
     def clear(self) -> None:
-        httpx.post(self.update_url, data={"update": "CLEAR ALL"}, timeout=30).raise_for_status()
+        """Drop every agent's graphs (and nothing else: Virtuoso keeps system graphs)."""
+        answer = httpx.post(
+            self.query_url, data={"query": "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"},
+            headers={"Accept": "application/sparql-results+json"}, timeout=60,
+        )
+        answer.raise_for_status()
+        graphs = [b["g"]["value"] for b in answer.json()["results"]["bindings"]]
+        ours = [g for g in graphs if g.startswith("https://w3id.org/memory-rdf/agent/")]
+        if ours:
+            update = " ;\n".join(f"DROP SILENT GRAPH <{g}>" for g in ours)
+            httpx.post(self.update_url, data={"update": update}, timeout=60).raise_for_status()
 
     def graph_count(self) -> int:
         answer = httpx.post(
@@ -96,3 +107,22 @@ class Server:
             headers={"Accept": "application/sparql-results+json"}, timeout=30,
         ).json()
         return int(answer["results"]["bindings"][0]["n"]["value"])
+
+
+class Virtuoso(Server):
+    """A Virtuoso 7 server (``virtuoso-t``) for the session: only started and stopped."""
+
+    def __init__(self, location: Path) -> None:  # noqa: D107 - no oxigraph command needed
+        from benchmarks._servers import virtuoso_server
+
+        self._context = virtuoso_server(location)
+        self.query_url, self.update_url = self._context.__enter__()
+        self.base = self.query_url.rsplit("/", 1)[0]
+        self.location = location
+        self.process = None
+
+    def start(self) -> Server:
+        return self
+
+    def stop(self) -> None:
+        self._context.__exit__(None, None, None)
