@@ -14,7 +14,8 @@ Misuse errors also derive from the builtin a caller would naturally catch::
     │   └── SchemaVersionError              the store was written by an incompatible version
     ├── UnknownAgentError (LookupError)     an inspection command named an agent that has no store
     ├── SparqlError (ValueError)            a query given to sparql() does not parse
-    │   └── UpdateRefusedError              sparql() was given a SPARQL Update
+    │   ├── UpdateRefusedError              sparql() was given a SPARQL Update
+    │   └── QueryRefusedError               sparql() will not run it: SERVICE/LOAD/file:, too big
     └── ModelError                          the small model failed (after retries)
         └── PermanentModelError             a failure waiting cannot heal (HTTP 400/401/403/404)
 
@@ -71,6 +72,12 @@ class SparqlError(MemoryRDFError, ValueError):
 
 class UpdateRefusedError(SparqlError):
     """:meth:`MemoryManager.sparql` is read-only: SPARQL Update is refused."""
+
+
+class QueryRefusedError(SparqlError):
+    """:meth:`MemoryManager.sparql` will not run this query: it reaches outside the store
+    (``SERVICE``, ``LOAD``, a ``file:`` IRI) or exceeds the size limits (length, nesting,
+    operators; see the README, "Limits")."""
 
 
 class ModelError(MemoryRDFError):

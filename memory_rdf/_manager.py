@@ -52,6 +52,12 @@ from memory_rdf._types import (
 )
 
 ENTRIES = ("focus", "keywords", "both")
+#: Most keywords, and most relations, one recall (or memories()) accepts (issue 17: 10,000
+#: keywords crashed the engine; what is accepted costs time linear in the count).
+RECALL_KEYWORDS_MAX = 1_000
+RECALL_RELATIONS_MAX = 1_000
+#: Most characters of all keywords and relations of one recall together.
+RECALL_CHARS_MAX = 20_000
 T = TypeVar("T")
 #: A node id as forget() takes it: the hex id, or its ``node:`` IRI.
 _NODE_ID = re.compile(r"^[0-9A-Za-z_-]{1,128}$")
@@ -463,7 +469,9 @@ class MemoryManager:
 
         Raises:
             TypeError, ValueError: bad arguments (keywords, relations, depth, entry, since,
-                until, limit, max_chars; nothing is queued).
+                until, limit, max_chars, timeout; nothing is queued); more than
+                ``RECALL_KEYWORDS_MAX`` (1,000) keywords or ``RECALL_RELATIONS_MAX`` (1,000)
+                relations, or more than ``RECALL_CHARS_MAX`` (20,000) characters of them.
             TimeoutError: no result within ``timeout`` seconds (the message says what the
                 recall was waiting behind).
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
@@ -558,6 +566,10 @@ class MemoryManager:
             raise InvalidTypeError(
                 f"keywords must be a list of str (not a bare str), got {type(keywords).__name__}"
             )
+        if len(keywords) > RECALL_KEYWORDS_MAX:
+            raise InvalidInputError(
+                f"at most {RECALL_KEYWORDS_MAX:,} keywords are accepted, got {len(keywords):,}"
+            )
         kws: list[str] = []
         for k in keywords:
             if not isinstance(k, str):
@@ -569,6 +581,11 @@ class MemoryManager:
             if isinstance(relations, str | bytes) or not isinstance(relations, Sequence):
                 raise InvalidTypeError(
                     f"relations must be None or a list of str, got {type(relations).__name__}"
+                )
+            if len(relations) > RECALL_RELATIONS_MAX:
+                raise InvalidInputError(
+                    f"at most {RECALL_RELATIONS_MAX:,} relations are accepted, "
+                    f"got {len(relations):,}"
                 )
             rels = []
             for r in relations:
@@ -599,6 +616,12 @@ class MemoryManager:
             raise InvalidInputError(f"max_chars must be >= 0 (0 = unlimited), got {max_chars}")
         elif max_chars == 0:
             max_chars = None
+        chars = sum(len(t) for t in kws) + sum(len(r) for r in rels or [])
+        if chars > RECALL_CHARS_MAX:
+            raise InvalidInputError(
+                f"keywords and relations may hold {RECALL_CHARS_MAX:,} characters together, "
+                f"got {chars:,}"
+            )
         for text in [*kws, *(rels or [])]:
             try:
                 text.encode("utf-8")

@@ -41,6 +41,7 @@ from memory_rdf._exceptions import (
     StoreLockedError,
     UpdateRefusedError,
 )
+from memory_rdf._query_guard import check_user_query
 from memory_rdf._resources import query_text, update_text
 
 __all__ = [
@@ -124,6 +125,10 @@ _UNION = re.compile(
 
 Param = Term | Sequence[Term] | int | None
 
+#: Longest ``||`` chain ``# @contains`` renders; longer lists become a linear ``VALUES`` test
+#: (a chain is ~2x faster for a few terms, but its parse and plan grow quadratically).
+CONTAINS_CHAIN_MAX = 16
+
 
 _PREFIX_LINE = re.compile(r"^PREFIX[ \t]+\w*:[ \t]*<[^>\s]*>[ \t]*\n", re.MULTILINE)
 
@@ -137,7 +142,8 @@ def render(name_or_text: str, **params: Param) -> str:
     * ``$name`` — replaced by one term (an unbound variable when the file is run as-is);
     * ``# @values var name`` — replaced by ``VALUES ?var { t1 t2 … }``;
     * ``# @in var name`` — replaced by ``FILTER(?var IN (t1, t2, …))``; dropped when ``None``;
-    * ``# @contains var name`` — ``FILTER(CONTAINS(?var, t1) || …)``; dropped when ``None``;
+    * ``# @contains var name`` — ``FILTER(CONTAINS(?var, t1) || …)``; dropped when ``None``
+      (beyond :data:`CONTAINS_CHAIN_MAX` terms, the same test over a ``VALUES`` list);
     * ``# @with name`` — ``WITH <graph>`` before an update operation; dropped when ``None``
       (the embedded store's memory network is its default graph, SPEC §2 and §8);
     * ``LIMIT 10  # @limit name`` / ``OFFSET 0  # @offset name`` — the number set to the
@@ -193,7 +199,12 @@ def render(name_or_text: str, **params: Param) -> str:
             return f"VALUES ?{var} {{ {' '.join(terms)} }}"
         if kind == "in":
             return f"FILTER(?{var} IN ({', '.join(terms)}))"
-        return "FILTER(" + " || ".join(f"CONTAINS(?{var}, {t})" for t in terms) + ")"
+        if len(terms) <= CONTAINS_CHAIN_MAX:
+            return "FILTER(" + " || ".join(f"CONTAINS(?{var}, {t})" for t in terms) + ")"
+        # A long || chain costs the engine quadratic time to parse and plan, and overflowed
+        # its stack at 10,000 terms (issue 17); a VALUES list is linear.
+        return (f"FILTER EXISTS {{ VALUES ?{var}__needle {{ {' '.join(terms)} }} "
+                f"FILTER(CONTAINS(?{var}, ?{var}__needle)) }}")
 
     return _TOKEN.sub(replace, text)
 
@@ -422,7 +433,9 @@ _COMMENT = re.compile(r"#[^\n<>\"']*$", re.MULTILINE)
 
 def refuse_update(query: object) -> str:
     """The one read-only check of the user's SPARQL (``sparql()``, inspection, the CLI): the
-    query back, or :class:`UpdateRefusedError` for SPARQL Update."""
+    query back, or :class:`UpdateRefusedError` for SPARQL Update, or
+    :class:`QueryRefusedError` for a query that reaches outside the store (SERVICE, LOAD,
+    ``file:``) or is beyond the size limits (:mod:`memory_rdf._query_guard`)."""
     if not isinstance(query, str):
         raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
     if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
@@ -430,7 +443,7 @@ def refuse_update(query: object) -> str:
             "SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: the memory is read-only "
             "here; change it with remember() and forget()"
         )
-    return query
+    return check_user_query(query)
 
 
 def is_lock_error(exc: BaseException) -> bool:

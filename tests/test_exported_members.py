@@ -66,8 +66,9 @@ def test_the_package_exports_the_documented_names() -> None:
         "Config", "ConfigError", "HTTPModel", "HeuristicModel", "InvalidInputError",
         "InvalidTypeError", "MemoryClosedError", "MemoryManager", "MemoryRDFError",
         "MemorySystem", "Message", "ModelError", "OllamaModel", "OpenAIModel",
-        "PermanentModelError", "Processed", "QueueFullError", "SchemaVersionError",
-        "SmallModel", "SparqlError", "StoreError", "StoreLockedError", "Templates",
+        "PermanentModelError", "Processed", "QueryRefusedError", "QueueFullError",
+        "SchemaVersionError", "SmallModel", "SparqlError", "StoreError", "StoreLockedError",
+        "Templates",
         "UnknownAgentError", "UpdateRefusedError", "__version__", "coerce_messages", "inspect",
         "model_from_env",
     }

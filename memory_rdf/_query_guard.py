@@ -1,0 +1,122 @@
+"""What the user's SPARQL may do before the engine sees it (SPEC §6, issue 17).
+
+pyoxigraph 0.5's ``Store.query`` has no switch to turn ``SERVICE`` off (its Python binding
+exposes no service handler), its evaluator answers a ``SERVICE <http://…>`` with real HTTP
+requests, and its parser and evaluator recurse once per nesting level and per operator of a
+chain: ``FILTER((((…1…))))`` 10,000 deep, or 10,000 ``||`` terms, overflow the thread's stack
+(a segfault, no traceback), and long operator chains cost quadratic time before that
+(measured: 1,000 ``||`` terms 0.5 s, 3,000 terms 6 s). So the query is tokenized here —
+strings, IRIs and comments recognised as the grammar does — and refused, before any
+evaluation, when it
+
+* reaches outside the store: the ``SERVICE`` or ``LOAD`` keyword anywhere (any case, any
+  spacing, in a subquery), or an IRI with the ``file:`` scheme;
+* is longer than :data:`MAX_QUERY_CHARS` characters, nests brackets deeper than
+  :data:`MAX_NESTING`, or has more than :data:`MAX_OPERATORS` operators.
+
+A word inside a string literal or a comment is not a keyword; a comment cannot hide one.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory_rdf._exceptions import InvalidTypeError, QueryRefusedError
+
+#: Longest query text accepted (characters). Long VALUES lists are linear in the engine.
+MAX_QUERY_CHARS = 1_000_000
+#: Deepest nesting of ``(``, ``{`` and ``[`` accepted (the engine overflowed at ~3,000 ``{``).
+MAX_NESTING = 64
+#: Most operators accepted: ``|| && = != < > <= >= + - * / ! | ^ . ; ,`` and the pattern
+#: keywords ``UNION OPTIONAL MINUS FILTER BIND`` (each deepens the engine's expression or
+#: algebra tree by one level).
+MAX_OPERATORS = 1_000
+
+_TOKEN = re.compile(
+    r'(?P<skip>\s+|#[^\n]*)'
+    r'|(?P<string>"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*(?:\'\'\'|\Z)'
+    r'|"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?)'
+    r'|(?P<iri><(?:[^<>"{}|^`\\\s]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>)'
+    r'|(?P<var>[?$]\w+)'
+    r'|(?P<name>(?:[A-Za-z_][\w-]*(?:\.[\w-]+)*)?:[\w%:-]*(?:\.[\w%:-]+)*)'
+    r'|(?P<word>[A-Za-z_]\w*)'
+    r'|(?P<number>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)'
+    r'|(?P<op>\|\||&&|!=|<=|>=|\^\^|.)',
+    re.DOTALL,
+)
+_OPEN = {"(": ")", "{": "}", "[": "]"}
+_CLOSE = set(_OPEN.values())
+_OPERATORS = {"||", "&&", "=", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/", "!", "|", "^",
+              ".", ";", ","}
+_PATTERN_WORDS = {"UNION", "OPTIONAL", "MINUS", "FILTER", "BIND"}
+_ESCAPES = {"SERVICE", "LOAD"}
+
+
+def check_user_query(query: object) -> str:
+    """The query back when it may run; :class:`QueryRefusedError` (a ``SparqlError``, so a
+    ``ValueError``) saying why not (see the module docstring)."""
+    if not isinstance(query, str):
+        raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryRefusedError(
+            f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are "
+            "accepted"
+        )
+    depth = deepest = operators = 0
+    for match in _TOKEN.finditer(query):
+        kind = match.lastgroup
+        text = match.group()
+        if kind == "skip" or kind == "string" or kind == "var" or kind == "number":
+            continue
+        if kind == "iri":
+            if _unescape(text[1:-1]).lower().startswith("file:"):
+                raise QueryRefusedError(
+                    f"file: IRIs are refused in sparql() ({_clip(text)}): a query reads the "
+                    "agent's memory and nothing else"
+                )
+            continue
+        if kind == "name":
+            continue
+        if kind == "word":
+            upper = text.upper()
+            if upper in _ESCAPES:
+                raise QueryRefusedError(
+                    f"{upper} is refused in sparql(): a query reads the agent's memory and "
+                    "nothing else (no network, no files)"
+                )
+            if upper in _PATTERN_WORDS:
+                operators += 1
+        elif text in _OPEN:
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_NESTING:
+                raise QueryRefusedError(
+                    f"the query nests brackets more than {MAX_NESTING} deep; simplify it"
+                )
+        elif text in _CLOSE:
+            depth -= 1
+        elif text in _OPERATORS:
+            operators += 1
+        if operators > MAX_OPERATORS:
+            raise QueryRefusedError(
+                f"the query has more than {MAX_OPERATORS:,} operators (|| && = + . ; , UNION "
+                "FILTER …); split it, or give long lists as VALUES"
+            )
+    return query
+
+
+def _unescape(iri: str) -> str:
+    """An IRI's text with its ``\\uXXXX`` / ``\\UXXXXXXXX`` escapes decoded (the parser
+    decodes them too, so ``<\\u0066ile:…>`` is a ``file:`` IRI)."""
+    def decode(match: re.Match[str]) -> str:
+        code = int(match.group()[2:], 16)
+        return chr(code) if code <= 0x10FFFF else "\ufffd"
+
+    return _UCHAR.sub(decode, iri)
+
+
+_UCHAR = re.compile(r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}")
+
+
+def _clip(text: str, size: int = 60) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"

@@ -1,0 +1,270 @@
+"""Hostile input never takes the process down (issue 17).
+
+Each test reproduces one finding of the adversarial sweep through the public API or the
+installed ``memory-rdf`` command. Anything that crashed the interpreter before its fix (a
+segfault in the engine's recursion) runs in a child interpreter, so a regression fails the
+test instead of killing the test runner. Sizes are the smallest that reproduced.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_rdf import (
+    MemoryManager,
+    QueryRefusedError,
+    SparqlError,
+    inspect,
+)
+from memory_rdf._store import lit, render
+from tests.helpers import FAST, ScriptedModel, memory_rdf_command, remember
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.pop("MEMORY_RDF_DATA_DIR", None)
+    env.pop("MEMORY_RDF_MODEL", None)
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def run_python(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``code`` in a child interpreter (a segfault there is a failed assertion here)."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], env=_env(), capture_output=True,
+        text=True, encoding="utf-8", timeout=timeout,
+    )
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [memory_rdf_command(), *args], env=_env(), capture_output=True, text=True,
+        encoding="utf-8", timeout=timeout,
+    )
+
+
+def assert_cli_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """A refusal: exit 1 or 2, one ``error:`` line naming the cause, no traceback."""
+    assert result.returncode in (1, 2), result
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+    assert result.stderr.startswith("error: "), result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory with agent ``h``: one remembered message about JWT."""
+    data = tmp_path_factory.mktemp("hostile")
+    with MemoryManager("h", data_dir=data, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "we sign sessions with JWT tokens")
+    return data
+
+
+# -- 1. a segfault from user input ------------------------------------------------------------
+
+RECALL_SCRIPT = """
+    import sys
+    from memory_rdf import MemoryManager
+    from tests.helpers import FAST, ScriptedModel
+    n, what = int(sys.argv[1]), sys.argv[2]
+    with MemoryManager("h", data_dir=sys.argv[3], config=FAST, model=ScriptedModel()) as mem:
+        try:
+            if what == "keywords":
+                out = mem.recall([f"kw{i}" for i in range(n)] + ["jwt"], entry="both")
+            else:
+                out = mem.recall(["jwt"], relations=[f"r{i}" for i in range(n)])
+        except ValueError as exc:
+            print("ValueError:", exc)
+        else:
+            print("recalled:", out)
+"""
+
+
+def test_ten_thousand_keywords_are_refused_not_a_segfault(tmp_path: Path) -> None:
+    result = run_python(RECALL_SCRIPT, "10000", "keywords", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ValueError: at most 1,000 keywords are accepted, got 10,001" in result.stdout
+
+
+def test_too_many_relations_are_refused(tmp_path: Path) -> None:
+    result = run_python(RECALL_SCRIPT, "1001", "relations", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ValueError: at most 1,000 relations are accepted, got 1,001" in result.stdout
+
+
+def test_a_thousand_keywords_still_recall(store_dir: Path, tmp_path: Path) -> None:
+    # The limit is a bound, not a behaviour change: 999 strangers and "jwt" find the node.
+    result = run_python(RECALL_SCRIPT, "999", "keywords", str(store_dir))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "recalled: [记忆] we sign sessions with JWT tokens" in result.stdout
+
+
+def test_a_long_keyword_list_is_matched_without_an_or_chain() -> None:
+    # 1,000 keywords rendered as a || chain cost the engine 0.5 s to plan (9,000: 76 s, then a
+    # stack overflow); beyond a few terms the keyword test is one VALUES list (linear).
+    needles = [lit(f"kw{i}") for i in range(1000)]
+    query = render("matching_nodes", nodes=[lit("x")], keywords=needles)
+    assert query.count("||") == 0 and "VALUES ?text__needle" in query
+    few = render("matching_nodes", nodes=[lit("x")], keywords=needles[:3])
+    assert few.count("||") == 2
+
+
+def test_keyword_characters_are_bounded(store_dir: Path) -> None:
+    with (
+        MemoryManager("h", data_dir=store_dir, config=FAST, model=ScriptedModel()) as mem,
+        pytest.raises(ValueError, match="20,000 characters"),
+    ):
+        mem.recall(["x" * 20_001])
+
+
+DEEP = "SELECT * WHERE { FILTER(" + "(" * 10_000 + "1" + ")" * 10_000 + ") }"
+LONG_OR = "SELECT * WHERE { ?s ?p ?o FILTER(" + " || ".join(["?o = 1"] * 10_000) + ") }"
+BRACES = "SELECT * WHERE " + "{" * 3_000 + "?s ?p ?o" + "}" * 3_000
+
+SPARQL_SCRIPT = """
+    import sys
+    from memory_rdf import MemoryManager, QueryRefusedError
+    from tests.helpers import FAST, ScriptedModel
+    with MemoryManager("h", data_dir=sys.argv[1], config=FAST, model=ScriptedModel()) as mem:
+        for query in sys.stdin.read().split("\\n\\n"):
+            try:
+                mem.sparql(query)
+            except QueryRefusedError as exc:
+                print("refused:", exc)
+"""
+
+
+def test_deep_and_long_queries_are_refused_not_a_segfault(store_dir: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SPARQL_SCRIPT), str(store_dir)], env=_env(),
+        input="\n\n".join([DEEP, LONG_OR, BRACES]), capture_output=True, text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3, result.stdout
+    assert "nests brackets more than 64 deep" in lines[0]
+    assert "more than 1,000 operators" in lines[1]
+    assert "nests brackets more than 64 deep" in lines[2]
+
+
+def test_the_cli_refuses_a_deep_query(store_dir: Path, tmp_path: Path) -> None:
+    query = tmp_path / "deep.rq"
+    query.write_text(DEEP, encoding="utf-8")
+    result = cli("sparql", "h", f"@{query}", "--data-dir", str(store_dir))
+    assert_cli_error(result, "nests brackets more than 64 deep")
+
+
+def test_ordinary_queries_still_run(store_dir: Path) -> None:
+    # Nesting, operators and the word "service" in a literal, a variable or a comment are fine.
+    query = """
+        # no SERVICE here
+        SELECT ?service WHERE {
+          ?service memory:content ?c
+          FILTER(CONTAINS(LCASE(?c), "jwt") || CONTAINS(?c, "service") || (1 + 2 * 3 > 4))
+        }"""
+    rows = inspect.sparql("h", query, store_dir)
+    assert len(rows) == 1 and rows[0]["service"].startswith("https://w3id.org/memory-rdf/node/")
+
+
+# -- 2. sparql() reaches the network ----------------------------------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    requests: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self._answer()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer()
+
+    def _answer(self) -> None:
+        type(self).requests.append(f"{self.command} {self.path}")
+        body = b'{"head": {"vars": []}, "results": {"bindings": [{}]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """A loopback HTTP server that records every request it gets (and answers like SPARQL)."""
+    requests: list[str] = []
+    handler = type("Handler", (_Recorder,), {"requests": requests})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/sparql", requests
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _escapes(url: str) -> list[str]:
+    return [
+        f"SELECT * WHERE {{ SERVICE <{url}> {{ ?s ?p ?o }} }}",
+        f"select * where {{ service\n\tsilent<{url}>{{ ?s ?p ?o }} }}",
+        f"SELECT * WHERE {{ {{ SELECT * WHERE {{ SeRvIcE <{url}> {{ ?s ?p ?o }} }} }} }}",
+        f"SELECT * WHERE {{ # a comment does not hide it\n SERVICE <{url}> {{ ?s ?p ?o }} }}",
+        f'SELECT * WHERE {{ BIND("x" AS ?x) SERVICE <{url}> {{ ?s ?p "service" }} }}',
+    ]
+
+
+def test_service_is_refused_before_any_request(
+    store_dir: Path, listener: tuple[str, list[str]]
+) -> None:
+    url, requests = listener
+    with MemoryManager("h", data_dir=store_dir, config=FAST, model=ScriptedModel()) as mem:
+        for query in _escapes(url):
+            with pytest.raises(QueryRefusedError, match="SERVICE is refused"):
+                mem.sparql(query)
+        for query in (
+            "SELECT * WHERE { ?s ?p <file:///etc/passwd> }",
+            r"SELECT * WHERE { ?s ?p <\u0066ile:///etc/passwd> }",
+            "SELECT * FROM <FILE:///etc/passwd> WHERE { ?s ?p ?o }",
+        ):
+            with pytest.raises(QueryRefusedError, match="file: IRIs are refused"):
+                mem.sparql(query)
+        with pytest.raises(SparqlError, match="LOAD"):
+            mem.sparql(f"LOAD <{url}>")
+        with pytest.raises(QueryRefusedError, match="LOAD is refused"):
+            mem.sparql(f"SELECT * WHERE {{ ?s ?p ?o }} LOAD <{url}>")
+        # A literal or a comment holding the words still runs.
+        assert mem.sparql('ASK { FILTER("SERVICE <http://x/>" != "LOAD <file:///x>") }') is True
+        assert mem.sparql("ASK {} # SERVICE <file:///x>") is True
+    assert requests == []
+
+
+def test_the_cli_refuses_service_without_blaming_the_store(
+    store_dir: Path, listener: tuple[str, list[str]]
+) -> None:
+    url, requests = listener
+    for fmt in ("table", "json", "csv"):
+        result = cli("sparql", "h", f"SELECT * WHERE {{ SERVICE <{url}> {{ ?s ?p ?o }} }}",
+                     "--format", fmt, "--data-dir", str(store_dir))
+        assert_cli_error(result, "SERVICE is refused")
+        assert "store" not in result.stderr.split("sparql()")[0]
+    result = cli("sparql", "h", "SELECT * WHERE { ?s ?p <file:///etc/passwd> }",
+                 "--data-dir", str(store_dir))
+    assert_cli_error(result, "file: IRIs are refused")
+    assert requests == []
