@@ -13,6 +13,14 @@ from memory_rdf._store import MemoryStore, WriteBatch, lit, node_id, node_ref, r
 CHUNK = 500
 
 
+@dataclass(frozen=True)
+class Match:
+    """How one node matches the recall keywords (indices into the keyword list)."""
+
+    matched: frozenset[int]
+    own: frozenset[int]  # those found in one of the node's own memory:keyword values
+
+
 def chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -91,10 +99,8 @@ class NodeStore:
             out.update(node_id(iri) for iri in self._store.column(query))
         return out
 
-    def match_details(
-        self, ids: Sequence[str], keywords: Sequence[str]
-    ) -> dict[str, tuple[frozenset[int], frozenset[int]]]:
-        """``id → (matched, own)`` for the ids that match (SPEC §5.4 step 4): the indices of the
+    def match_details(self, ids: Sequence[str], keywords: Sequence[str]) -> dict[str, Match]:
+        """``id → Match`` for the ids that match (SPEC §5.4 step 4): the indices of the
         ``keywords`` found (case-insensitively) in the node's content or keywords, and those
         found in one of its own keywords. Same matching set as :meth:`matching`."""
         lowered = [k.lower() for k in keywords]
@@ -108,7 +114,7 @@ class NodeStore:
                 matched |= hit
                 if own:
                     owned |= hit
-        return {nid: (frozenset(m), frozenset(o)) for nid, (m, o) in found.items()}
+        return {nid: Match(frozenset(m), frozenset(o)) for nid, (m, o) in found.items()}
 
     def get(self, nid: str) -> NodeData | None:
         """One node with all its properties, or None when it does not exist."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from memory_rdf._config import Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
-from memory_rdf._nodes import NodeStore
+from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._store import MemoryStore, lit, node_id, render
 from memory_rdf._text import is_cjk_text, tokenize
 
@@ -136,11 +136,7 @@ def walk(
     return hits
 
 
-def rank(
-    hits: Sequence[Hit],
-    details: dict[str, tuple[frozenset[int], frozenset[int]]],
-    weights: Sequence[float],
-) -> list[Hit]:
+def rank(hits: Sequence[Hit], details: dict[str, Match], weights: Sequence[float]) -> list[Hit]:
     """The walk's results ordered by relevance (SPEC §5.4 v2), best first:
 
         match(n) = Σ_{k ∈ M(n)} w(k) · (1 + OWN_BONUS · [k in n's own keywords])
@@ -152,13 +148,16 @@ def rank(
     strength(n) its path strength. The sort is stable on the walk's best-first order, so when
     every result matches equally (the same keywords, own or not) the order is the walk's,
     ties included: the score is then a non-decreasing function of path strength, which the
-    walk's order never increases.
+    walk's order never increases. (BM25's length normalization on top was measured and left
+    out: benchmarks/RECALL.md.)
     """
     total = sum(w * (1 + OWN_BONUS) for w in weights) or 1.0
 
     def score(hit: Hit) -> float:
-        matched, own = details.get(hit.node, (frozenset(), frozenset()))
-        quality = sum(weights[k] * (1 + (OWN_BONUS if k in own else 0.0)) for k in matched)
+        m = details.get(hit.node)
+        if m is None:  # pragma: no cover - every hit matched
+            return 0.0
+        quality = sum(weights[k] * (1 + (OWN_BONUS if k in m.own else 0.0)) for k in m.matched)
         return quality / total * hit.strength**STRENGTH_EXPONENT
 
     order = sorted(range(len(hits)), key=lambda i: (-score(hits[i]), i))
@@ -361,7 +360,7 @@ class Searcher:
             return ""
         graph = self.fetch(seeds, depth, relations)
         ranked = weights is not None and len(keywords) >= 2
-        details: dict[str, tuple[frozenset[int], frozenset[int]]] = {}
+        details: dict[str, Match] = {}
         if ranked:
             details = self._nodes.match_details(graph.reached, keywords)
             matches: set[str] | None = set(details)

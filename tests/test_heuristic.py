@@ -221,10 +221,26 @@ def test_segment_covers_input_and_respects_limit(model: HeuristicModel, text: st
 
 
 def test_segment_splits_long_messages(model: HeuristicModel) -> None:
-    assert len(model.segment(LONG_ZH)) >= 3
-    assert len(model.segment(LONG_EN)) >= 3
+    for text in (LONG_ZH, LONG_EN):
+        assert len(text) > model.max_segment_chars
+        assert len(model.segment(text)) >= 2
+    assert len(HeuristicModel(max_segment_chars=200).segment(LONG_ZH)) >= 3
     small = HeuristicModel(max_segment_chars=60)
     assert all(len(s) <= 60 for s in small.segment(LONG_ZH))
+
+
+def test_segment_keeps_a_message_that_fits_whole() -> None:
+    turn = ("user: Yeah, I painted that lake sunrise last year. It's special to me. "
+            "Painting is a fun way to express my feelings and get creative. "
+            "It's a great way to relax after a long day, and I have been doing it with the "
+            "kids on weekends; we set up easels by the window and paint whatever we see.")
+    assert 200 < len(turn) <= 400
+    assert HeuristicModel().segment(turn) == [turn]
+    assert len(HeuristicModel(max_segment_chars=200).segment(turn)) >= 2
+    # short messages sharing a word are merged up to merge_chars, not max_segment_chars
+    short = "user: the lake was calm\nassistant: the lake sounds lovely"
+    assert HeuristicModel().segment(short) == [short]
+    assert len(HeuristicModel(merge_chars=20).segment(short)) == 2
 
 
 def test_segment_never_splits_an_english_word(model: HeuristicModel) -> None:

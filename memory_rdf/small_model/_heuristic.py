@@ -524,25 +524,38 @@ def _pieces(body: str, budget: int) -> list[str]:
 class HeuristicModel:
     """The default small model: offline, deterministic, Chinese and English.
 
-    ``max_segment_chars`` bounds the length of a segment (role labels included).
+    ``max_segment_chars`` bounds the length of every segment (role labels included): a message
+    that fits stays one segment, so what was said in one turn stays findable in one memory
+    (measured on LoCoMo: ``benchmarks/RECALL.md``); a longer one is cut into pieces.
+    Consecutive short messages that share a word are merged while the segment stays within
+    ``merge_chars`` (and ``max_segment_chars``).
     """
 
-    def __init__(self, max_segment_chars: int = 200) -> None:
-        if isinstance(max_segment_chars, bool) or not isinstance(max_segment_chars, int):
-            raise TypeError("max_segment_chars must be an int")
+    def __init__(self, max_segment_chars: int = 400, merge_chars: int = 200) -> None:
+        for name, value in (("max_segment_chars", max_segment_chars),
+                            ("merge_chars", merge_chars)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int")
         if max_segment_chars < 20:
             raise ValueError(f"max_segment_chars must be at least 20, got {max_segment_chars}")
+        if merge_chars < 0:
+            raise ValueError(f"merge_chars must be >= 0, got {merge_chars}")
         self.max_segment_chars = max_segment_chars
+        self.merge_chars = merge_chars
 
     def __repr__(self) -> str:
-        return f"HeuristicModel(max_segment_chars={self.max_segment_chars})"
+        return (f"HeuristicModel(max_segment_chars={self.max_segment_chars}, "
+                f"merge_chars={self.merge_chars})")
 
     # -- segment -------------------------------------------------------------------------
 
     def segment(self, text: str) -> list[str]:
         """Cut chat text (``"{role}: {content}"`` lines) into segments of at most
-        ``max_segment_chars`` characters, each line keeping its role label."""
+        ``max_segment_chars`` characters, each line keeping its role label: a message that
+        fits whole, a longer one in pieces; consecutive short messages that share a word
+        merged while the segment stays within ``merge_chars``."""
         limit = self.max_segment_chars
+        merge = min(self.merge_chars, limit)
         segments: list[str] = []
         # The open segment, while it holds only whole messages and may take another one.
         open_tokens: set[str] | None = None
@@ -556,7 +569,7 @@ class HeuristicModel:
                 if (
                     open_tokens is not None
                     and toks & open_tokens
-                    and len(segments[-1]) + 1 + len(line) <= limit
+                    and len(segments[-1]) + 1 + len(line) <= merge
                 ):
                     segments[-1] += "\n" + line
                     open_tokens |= toks

@@ -1,0 +1,465 @@
+"""Recall quality on long real conversations: does a budgeted recall hold the evidence?
+
+Two data sets, one question: when an agent recalls with the words of a question, how much of
+the evidence is in the first 2,000 (and 4,000) characters it gets back (SPEC §5.4 v2)?
+
+* **LoCoMo** ("Evaluating Very Long-Term Conversational Memory of LLM Agents", Maharana et al.,
+  ACL 2024), the development split: 5 conversations of ~30 sessions, 3,336 turns, 1,043
+  questions, each with the ``dia_id`` of the turns that hold its answer. The data is not part
+  of this project: the script reads it from ``../shared/data/locomo-dev/`` or ``--data PATH``
+  (see ``DATA_HELP`` for where to get it).
+* The bilingual conversation of ``keyword_eval.py`` (20 planted facts, Chinese and English):
+  a fact counts as found when its answer string is in the context.
+
+Each LoCoMo conversation is remembered as an agent would: one exchange (two consecutive turns,
+``speaker_a`` as "user", ``speaker_b`` as "assistant", the content prefixed with the speaker's
+name and followed by a shared image's caption) per ``remember``, through the built-in
+``HeuristicModel`` and ``Config()``'s defaults, with the compression ``Config()`` runs — one
+slice per processed remember (``--slices``; run explicitly, so the store does not depend on
+the machine's speed). Built stores are cached under ``benchmarks/.work/`` (keyed by the data,
+the options and the library's build-time source), so reruns only recall.
+
+Every question is asked with its content words (the library's query tokenizer: lower-cased,
+stop words dropped) as keywords, for every entry mode (focus / keywords / both) × depth (2, 4),
+with ``max_chars=4000``; the 2,000-character context is the same ranked list cut by the same
+rule (entries in order while the joined text fits, the first whole). An evidence turn is
+**found** when the context holds at least 60% of its content words. Baselines, same keywords,
+same budget, same cut: BM25 over the raw turns (``keyword_eval.BM25``: the network's
+tokenizer, k1 = 1.2, b = 0.75), and BM25 with each hit's previous and next turn around it.
+
+Also reported: how much evidence the store can still show at all — the share of evidence
+turns that one segment of the model's segmentation holds (≥ 60% of the turn's content
+words), and that one stored node holds after compression.
+
+    python benchmarks/recall_quality.py                         # everything (long: see RECALL.md)
+    python benchmarks/recall_quality.py --conversations 41 --questions 60   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.keyword_eval import BM25, FACTS, conversation  # noqa: E402
+from memory_rdf import Config, HeuristicModel, MemoryManager  # noqa: E402
+from memory_rdf._text import tokenize  # noqa: E402
+
+SEP = "\n---\n"
+DATA_DEFAULT = REPO.parent / "shared" / "data" / "locomo-dev"
+WORK_DEFAULT = REPO / "benchmarks" / ".work"
+DATA_HELP = """\
+LoCoMo data not found at {path}.
+Get it from https://github.com/snap-research/locomo (commit e76cdff): data/locomo10.zip,
+folder data/multimodal_dialog/locomo10_v2/ (files 41.json … 50.json; the development split is
+41, 42, 43, 44, 47). It is released for research use (CC BY-NC 4.0): do not copy it into this
+project; pass its folder with --data PATH."""
+BUDGETS = (2000, 4000)
+FOUND_SHARE = 0.6
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+MODES = ("focus", "keywords", "both")
+DEPTHS = (2, 4)
+# The library files that decide what a build stores (segments, texts, links, compression):
+# editing one of them invalidates the cached stores; editing recall does not.
+BUILD_SOURCES = ("small_model/*.py", "_text.py", "_remember.py", "_compression.py",
+                 "_config.py", "_links.py", "_focus.py", "_types.py")
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Turn:
+    dia_id: str
+    speaker: str
+    text: str  # what was said, with a shared image's caption
+
+    @property
+    def line(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    evidence: tuple[str, ...]  # dia_ids
+
+
+@dataclass
+class Conversation:
+    name: str
+    speakers: tuple[str, str]
+    sessions: list[list[Turn]]
+    questions: list[Question]
+    digest: str
+
+    @property
+    def turns(self) -> list[Turn]:
+        return [t for s in self.sessions for t in s]
+
+
+def load(path: Path) -> Conversation:
+    raw = path.read_bytes()
+    data = json.loads(raw)
+    sessions: list[list[Turn]] = []
+    n = 1
+    while f"session_{n}" in data:
+        turns = []
+        for t in data[f"session_{n}"]:
+            text = t["text"]
+            if t.get("blip_caption"):
+                text += f" [shares a photo: {t['blip_caption']}]"
+            turns.append(Turn(t["dia_id"], t["speaker"], text))
+        sessions.append(turns)
+        n += 1
+    known = {t.dia_id for s in sessions for t in s}
+    questions = []
+    for q in data["qa"]:
+        evidence = tuple(dict.fromkeys(e for e in q.get("evidence", []) if e in known))
+        if evidence:
+            questions.append(Question(q["question"], int(q["category"]), evidence))
+    return Conversation(path.stem, (data["speaker_a"], data["speaker_b"]), sessions, questions,
+                        hashlib.sha256(raw).hexdigest()[:16])
+
+
+def content_words(text: str) -> set[str]:
+    return set(tokenize(text))
+
+
+def holds(context_words: set[str], evidence_words: set[str]) -> bool:
+    """An evidence turn is found when the context holds ≥ 60% of its content words."""
+    if not evidence_words:
+        return True
+    return len(evidence_words & context_words) >= FOUND_SHARE * len(evidence_words)
+
+
+def cut(entries: Sequence[str], budget: int) -> list[str]:
+    """Entries in order while the joined text stays within ``budget`` (the first always)."""
+    out: list[str] = []
+    used = 0
+    for e in entries:
+        cost = len(e) + (len(SEP) if out else 0)
+        if out and used + cost > budget:
+            break
+        out.append(e)
+        used += cost
+    return out
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_key(conv: Conversation, args: argparse.Namespace) -> str:
+    """Cache key of a built store: the data, the build options and the library's source that
+    decides what is stored (``BUILD_SOURCES``)."""
+    h = hashlib.sha256()
+    h.update(f"{conv.digest} slices={args.slices} v1".encode())
+    for pattern in BUILD_SOURCES:
+        for f in sorted((REPO / "memory_rdf").glob(pattern)):
+            h.update(f.relative_to(REPO).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def exchanges(conv: Conversation) -> list[tuple[int, list[Turn]]]:
+    """(session index, turns) of each remember: two consecutive turns of one session."""
+    out = []
+    for si, session in enumerate(conv.sessions):
+        for i in range(0, len(session), 2):
+            out.append((si, session[i : i + 2]))
+    return out
+
+
+def messages(conv: Conversation, turns: Sequence[Turn]) -> list[dict[str, str]]:
+    return [{"role": "user" if t.speaker == conv.speakers[0] else "assistant",
+             "content": t.line} for t in turns]
+
+
+def build(conv: Conversation, args: argparse.Namespace) -> Path:
+    """The conversation's store, built (or found in the cache)."""
+    key = build_key(conv, args)
+    home = args.work / f"locomo-{conv.name}-{key}"
+    if (home / "built.json").exists() and not args.rebuild:
+        return home
+    if home.exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True)
+    start = time.perf_counter()
+    plan = exchanges(conv)
+    with MemoryManager("locomo", data_dir=home, config=Config(auto_compress=False)) as mem:
+        last = -1
+        for n, (si, turns) in enumerate(plan, 1):
+            mem.remember(messages(conv, turns))
+            for _ in range(args.slices):
+                mem.run_compression_slice()
+            if si != last or n == len(plan):
+                last = si
+                print(f"\r  building {conv.name}: session {si + 1}/{len(conv.sessions)}, "
+                      f"remember {n}/{len(plan)}, {time.perf_counter() - start:.0f} s",
+                      end="", file=sys.stderr, flush=True)
+        mem.wait_idle()
+        stats = mem.stats()
+    print(file=sys.stderr)
+    info = {"nodes": stats["nodes"], "links": stats["links"],
+            "dangling_links": stats["dangling_links"], "remembers": len(plan),
+            "seconds": round(time.perf_counter() - start, 1)}
+    (home / "built.json").write_text(json.dumps(info))
+    return home
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class Tally:
+    """Evidence found per budget and category, characters and latency of one method."""
+
+    found: dict[tuple[int, int], list[int]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0]))  # (budget, category) → [hit, all]
+    chars: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    entries: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    ms: list[float] = field(default_factory=list)
+
+    def add(self, category: int, entries: list[str], evidence: list[set[str]], ms: float) -> None:
+        self.ms.append(ms)
+        for budget in BUDGETS:
+            context = cut(entries, budget)
+            text = SEP.join(context)
+            words = content_words(text)
+            self.chars[budget].append(len(text))
+            self.entries[budget].append(len(context))
+            for ev in evidence:
+                cell = self.found[(budget, category)]
+                cell[0] += holds(words, ev)
+                cell[1] += 1
+
+    def add_answer(self, category: int, entries: list[str], answer: str, ms: float) -> None:
+        """keyword_eval's rule: found when the answer string is in the context."""
+        self.ms.append(ms)
+        for budget in BUDGETS:
+            context = cut(entries, budget)
+            text = SEP.join(context)
+            self.chars[budget].append(len(text))
+            self.entries[budget].append(len(context))
+            cell = self.found[(budget, category)]
+            cell[0] += answer in text
+            cell[1] += 1
+
+    def share(self, budget: int, category: int | None = None) -> tuple[int, int]:
+        hit = total = 0
+        for (b, c), (h, n) in self.found.items():
+            if b == budget and (category is None or c == category):
+                hit, total = hit + h, total + n
+        return hit, total
+
+
+def pct(cell: tuple[int, int]) -> str:
+    hit, total = cell
+    return f"{100 * hit / total:5.1f}" if total else "    -"
+
+
+def bm25_entries(bm25: BM25, lines: list[str], keywords: Sequence[str],
+                 neighbours: bool) -> list[str]:
+    ids = bm25.top_ids(tuple(keywords), len(lines))
+    if neighbours:
+        ids = list(dict.fromkeys(j for i in ids for j in (i - 1, i, i + 1)
+                                 if 0 <= j < len(lines)))
+    return [lines[i] for i in ids[:200]]
+
+
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, (time.perf_counter() - t0) * 1000
+
+
+def store_diagnostics(conv: Conversation, mem: MemoryManager, wanted: set[str]) -> dict[str, int]:
+    """How many evidence turns one segment holds (segmentation) and one stored node holds
+    (after compression), of ``wanted`` (dia_ids)."""
+    model = HeuristicModel()
+    evidence = {t.dia_id: content_words(t.text) for t in conv.turns if t.dia_id in wanted}
+    segments: list[set[str]] = []
+    for _, turns in exchanges(conv):
+        if any(t.dia_id in wanted for t in turns):
+            text = "\n".join(f"{m['role']}: {m['content']}" for m in messages(conv, turns))
+            segments += [content_words(s) for s in model.segment(text)]
+    rows = mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")
+    nodes = [content_words(str(r["c"])) for r in rows]  # type: ignore[index]
+    by_word: dict[str, list[int]] = defaultdict(list)
+    for i, words in enumerate(nodes):
+        for w in words:
+            by_word[w].append(i)
+
+    def in_nodes(ev: set[str]) -> bool:
+        candidates = {i for w in ev for i in by_word.get(w, ())}
+        return any(holds(nodes[i], ev) for i in candidates)
+
+    return {
+        "evidence": len(evidence),
+        "one_segment": sum(any(holds(s, ev) for s in segments) for ev in evidence.values()),
+        "one_node": sum(in_nodes(ev) for ev in evidence.values()),
+    }
+
+
+def evaluate_locomo(args: argparse.Namespace) -> None:
+    files = sorted(args.data.glob("*.json"))
+    if args.conversations:
+        wanted = set(args.conversations.split(","))
+        files = [f for f in files if f.stem in wanted]
+    if not files:
+        sys.exit(DATA_HELP.format(path=args.data))
+    methods = [f"{m} d{d}" for m in MODES for d in DEPTHS] + ["BM25", "BM25 + neighbours"]
+    tallies = {m: Tally() for m in methods}
+    diagnostics: dict[str, int] = defaultdict(int)
+    total_turns = total_questions = 0
+    builds = []
+    for path in files:
+        conv = load(path)
+        questions = conv.questions
+        if args.questions and args.questions < len(questions):  # evenly spaced: every category
+            step = len(questions) / args.questions
+            questions = [questions[int(i * step)] for i in range(args.questions)]
+        total_turns += len(conv.turns)
+        total_questions += len(questions)
+        home = build(conv, args)
+        builds.append((conv.name, json.loads((home / "built.json").read_text())))
+        lines = [t.line for t in conv.turns]
+        words = {t.dia_id: content_words(t.text) for t in conv.turns}
+        bm25 = BM25(lines)
+        config = Config(auto_compress=False)
+        with MemoryManager("locomo", data_dir=home, config=config) as mem:
+            for key, value in store_diagnostics(
+                conv, mem, {e for q in questions for e in q.evidence}
+            ).items():
+                diagnostics[key] += value
+            start = time.perf_counter()
+            for qi, q in enumerate(questions, 1):
+                keywords = list(dict.fromkeys(tokenize(q.text)))
+                evidence = [words[e] for e in q.evidence]
+                for mode in MODES:
+                    for depth in DEPTHS:
+                        text, ms = timed(mem.recall, keywords, depth=depth, entry=mode,
+                                         max_chars=max(BUDGETS))
+                        entries = text.split(SEP) if text else []
+                        tallies[f"{mode} d{depth}"].add(q.category, entries, evidence, ms)
+                for name, nb in (("BM25", False), ("BM25 + neighbours", True)):
+                    entries, ms = timed(bm25_entries, bm25, lines, keywords, nb)
+                    tallies[name].add(q.category, entries, evidence, ms)
+                if qi % 10 == 0 or qi == len(questions):
+                    print(f"\r  {conv.name}: question {qi}/{len(questions)}, "
+                          f"{time.perf_counter() - start:.0f} s", end="", file=sys.stderr,
+                          flush=True)
+            print(file=sys.stderr)
+
+    print(f"LoCoMo ({args.data.name}): {len(files)} conversations "
+          f"({', '.join(f.stem for f in files)}), {total_turns} turns, {total_questions} "
+          f"questions with evidence; built with HeuristicModel, Config(), {args.slices} "
+          f"compression slice(s) per remember of one exchange")
+    for name, info in builds:
+        print(f"  {name}: {info['remembers']} remembers → {info['nodes']} nodes, "
+              f"{info['links']} links, {info['dangling_links']} dangling "
+              f"(built in {info['seconds']} s)")
+    n = diagnostics["evidence"]
+    if n:
+        print(f"evidence turns held by one segment of the segmentation: "
+              f"{diagnostics['one_segment']}/{n} ({100 * diagnostics['one_segment'] / n:.1f}%); "
+              f"by one stored node after compression: {diagnostics['one_node']}/{n} "
+              f"({100 * diagnostics['one_node'] / n:.1f}%)")
+    print()
+    report(tallies)
+
+
+def report(tallies: dict[str, Tally], categories: dict[int, str] | None = None) -> None:
+    cats = categories if categories is not None else CATEGORIES
+    head = (f"{'method':<20}" + "".join(f"{'@' + str(b):>8}" for b in BUDGETS)
+            + "".join(f"{str(c) + ' ' + cats[c][:6]:>11}" for c in cats)
+            + f"{'chars':>7}{'entries':>8}{'ms p50':>8}")
+    print("evidence found (%) within 2,000 / 4,000 characters; per category at 2,000; "
+          "mean characters and entries at 2,000; recall p50 latency")
+    print(head)
+    for name, t in tallies.items():
+        if not t.ms:
+            continue
+        print(f"{name:<20}" + "".join(f"{pct(t.share(b)):>8}" for b in BUDGETS)
+              + "".join(f"{pct(t.share(BUDGETS[0], c)):>11}" for c in cats)
+              + f"{statistics.mean(t.chars[BUDGETS[0]]):>7.0f}"
+              + f"{statistics.mean(t.entries[BUDGETS[0]]):>8.1f}"
+              + f"{statistics.median(t.ms):>8.1f}")
+    print()
+
+
+def evaluate_keyword_eval(args: argparse.Namespace) -> None:
+    """keyword_eval's bilingual conversation, built as that script builds it (one exchange per
+    remember, two compression slices per session); a fact is found when its answer string is
+    in the context."""
+    sessions = conversation(18, 9, 5)
+    turns = [t for s in sessions for ex in s for t in ex]
+    home = args.work / "keyword-eval"
+    if home.exists():
+        shutil.rmtree(home)
+    methods = [f"{m} d{d}" for m in MODES for d in DEPTHS] + ["BM25", "BM25 + neighbours"]
+    tallies = {m: Tally() for m in methods}
+    bm25 = BM25(turns)
+    with MemoryManager("eval", data_dir=home, config=Config(auto_compress=False)) as mem:
+        for session in sessions:
+            for user, reply in session:
+                mem.remember([{"role": "user", "content": user},
+                              {"role": "assistant", "content": reply}])
+            mem.wait_idle()
+            for _ in range(2):
+                mem.run_compression_slice()
+        for fact in FACTS:
+            kind = int(fact.link)
+            keywords = list(fact.keywords)
+            for mode in MODES:
+                for depth in DEPTHS:
+                    text, ms = timed(mem.recall, keywords, depth=depth, entry=mode,
+                                     max_chars=max(BUDGETS))
+                    tallies[f"{mode} d{depth}"].add_answer(
+                        kind, text.split(SEP) if text else [], fact.evidence, ms)
+            for name, nb in (("BM25", False), ("BM25 + neighbours", True)):
+                entries, ms = timed(bm25_entries, bm25, turns, keywords, nb)
+                tallies[name].add_answer(kind, entries, fact.evidence, ms)
+    print(f"keyword_eval conversation: 18 sessions, {len(turns)} turns, {len(FACTS)} facts "
+          "(12 same-turn, 8 link-only); found = the answer string is in the context")
+    report(tallies, {0: "same-turn", 1: "link-only"})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA_DEFAULT,
+                        help="folder of the LoCoMo conversation files (default: %(default)s)")
+    parser.add_argument("--work", type=Path, default=WORK_DEFAULT,
+                        help="cache of built stores (default: %(default)s)")
+    parser.add_argument("--conversations", default="",
+                        help="comma-separated conversation names (file stems), e.g. 41,42")
+    parser.add_argument("--questions", type=int, default=0,
+                        help="only N evenly spaced questions of each conversation (0 = all)")
+    parser.add_argument("--slices", type=int, default=1,
+                        help="compression slices after each remember (Config() runs one)")
+    parser.add_argument("--rebuild", action="store_true", help="ignore cached stores")
+    parser.add_argument("--skip-locomo", action="store_true")
+    parser.add_argument("--skip-keyword-eval", action="store_true")
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    if not args.skip_locomo:
+        evaluate_locomo(args)
+    if not args.skip_keyword_eval:
+        evaluate_keyword_eval(args)
+
+
+if __name__ == "__main__":
+    main()
