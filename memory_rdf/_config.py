@@ -8,6 +8,9 @@ from typing import Any
 
 from memory_rdf._exceptions import ConfigError
 
+#: Longest backoff between model attempts accepted in a :class:`Config` (seconds).
+MAX_RETRY_DELAY = 3600.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class Templates:
@@ -142,6 +145,10 @@ class Config:
                "retry_initial_delay must be >= 0", self.retry_initial_delay)
         _check(self.retry_max_delay >= self.retry_initial_delay,
                "retry_max_delay must be >= retry_initial_delay", self.retry_max_delay)
+        # A backoff is a wait on the scheduler thread's condition: 1e10 s overflowed it
+        # (issue 17). An hour is longer than any outage worth waiting out in-process.
+        _check(self.retry_max_delay <= MAX_RETRY_DELAY,
+               f"retry_max_delay must be <= {MAX_RETRY_DELAY:g} s", self.retry_max_delay)
         _check(self.model_timeout > 0, "model_timeout must be > 0", self.model_timeout)
         _check(self.default_search_depth >= 0,
                "default_search_depth must be >= 0", self.default_search_depth)

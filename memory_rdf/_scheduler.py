@@ -15,6 +15,7 @@ lock, then submits with the reservation or releases it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -50,6 +51,22 @@ Step = Generator[Backoff, None, Any]
 
 #: Recalls whose queue wait is kept per agent (for stats()["recall_queue_wait_ms"]).
 RECENT_WAITS = 1000
+#: Longest single wait of the idle loop (s); it wakes up and looks again.
+MAX_WAIT = 60.0
+#: Longest backoff a task may ask for (s): Config bounds its delays to an hour.
+MAX_DELAY = 3600.0
+
+
+def _delay(value: object) -> float:
+    """A task's requested delay, made safe: NaN or negative → 0, beyond MAX_DELAY (or not a
+    number) → MAX_DELAY."""
+    try:
+        delay = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return MAX_DELAY
+    if delay != delay or delay < 0:
+        return 0.0
+    return min(delay, MAX_DELAY)
 
 
 @dataclass(eq=False)
@@ -290,23 +307,45 @@ class Scheduler:
 
     def _loop(self) -> None:
         while True:
-            with self._cv:
-                picked = self._pick()
-                while picked is None:
-                    if self._stopped:
-                        return
-                    self._cv.wait(self._wait_time())
+            try:
+                with self._cv:
                     picked = self._pick()
-                slot, task = picked
-                slot.running = task
+                    while picked is None:
+                        if self._stopped:
+                            return
+                        self._cv.wait(self._wait_time())
+                        picked = self._pick()
+                    slot, task = picked
+                    slot.running = task
+            except BaseException:  # never let anything stop the thread (issue 17)
+                log.exception("memory_rdf scheduler: unexpected error while picking a task")
+                time.sleep(0.01)
+                continue
             try:
                 self._step(slot, task)
-            except BaseException:  # never let a task stop the thread
-                log.exception("memory_rdf scheduler: unexpected error")
+            except BaseException as exc:  # never let a task stop the thread
+                log.exception("memory_rdf scheduler: unexpected error in a %s task of agent %s",
+                              task.kind, slot.agent.agent_id)
+                self._fail(slot, task, exc)
             finally:
                 with self._cv:
                     slot.running = None
                     self._cv.notify_all()
+
+    def _fail(self, slot: AgentSlot, task: Task, exc: BaseException) -> None:
+        """What escaped a task's own error handling: the task fails (its caller gets the
+        error), the others keep being served."""
+        with self._cv:
+            if task in slot.queue:
+                slot.queue.remove(task)
+            if slot.auto_slice is task:
+                slot.auto_slice = None
+            self._cv.notify_all()
+        if task.gen is not None:
+            with contextlib.suppress(BaseException):
+                task.gen.close()
+        if task.future is not None and not task.future.done():
+            task.future.set_exception(exc)
 
     def _pick(self) -> tuple[AgentSlot, Task] | None:
         if self._stopped:
@@ -387,7 +426,8 @@ class Scheduler:
         times += [s.auto_slice.not_before for s in self._agents.values() if s.auto_slice]
         if not times:
             return None
-        return max(0.0, min(times) - time.monotonic()) + 0.001
+        # Capped: a wait longer than the platform's limit raises OverflowError (issue 17).
+        return min(max(0.0, min(times) - time.monotonic()) + 0.001, MAX_WAIT)
 
     def _step(self, slot: AgentSlot, task: Task) -> None:
         """Advance ``task`` until it finishes or asks for a backoff."""
@@ -416,7 +456,7 @@ class Scheduler:
                 slot.auto_slice = None
                 self._requeue_slice(slot)
             else:
-                task.not_before = time.monotonic() + backoff.delay
+                task.not_before = time.monotonic() + _delay(backoff.delay)
 
     def _user_waiting_locked(self, now: float | None = None) -> bool:
         now = time.monotonic() if now is None else now
@@ -445,7 +485,7 @@ class Scheduler:
                 if delay is not None:
                     task.gen = None
                     task.failures += 1
-                    task.not_before = time.monotonic() + delay
+                    task.not_before = time.monotonic() + _delay(delay)
                     slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
             idle = not slot.queue and not slot.closing
             self._cv.notify_all()

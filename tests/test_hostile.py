@@ -14,17 +14,22 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from memory_rdf import (
+    Config,
+    ConfigError,
     MemoryManager,
     QueryRefusedError,
     SparqlError,
     inspect,
 )
+from memory_rdf._calls import Backoff
+from memory_rdf._scheduler import Agent, Scheduler, Task, TaskKind
 from memory_rdf._store import lit, render
 from tests.helpers import FAST, ScriptedModel, memory_rdf_command, remember
 
@@ -268,3 +273,46 @@ def test_the_cli_refuses_service_without_blaming_the_store(
                  "--data-dir", str(store_dir))
     assert_cli_error(result, "file: IRIs are refused")
     assert requests == []
+
+
+# -- 6. a valid Config killed the scheduler ---------------------------------------------------
+
+
+def test_absurd_retry_delays_are_refused_by_config() -> None:
+    with pytest.raises(ConfigError, match="retry_max_delay must be <= 3600 s"):
+        Config(retry_initial_delay=1e10, retry_max_delay=1e10)
+    assert Config(retry_initial_delay=3600, retry_max_delay=3600).retry_max_delay == 3600
+
+
+def test_the_scheduler_thread_survives_whatever_a_task_does() -> None:
+    # Before: a delay of 1e300 s from a task's error handler overflowed the thread's wait and
+    # killed it (every later recall timed out, close() hung); a task whose start() raised was
+    # retried forever.
+    scheduler = Scheduler()
+    scheduler.add_agent(Agent("a", make_slice=lambda: iter(())))  # type: ignore[arg-type,return-value]
+
+    def failing() -> Generator[Backoff, None, str]:
+        raise RuntimeError("model down")
+        yield Backoff(0.0)  # pragma: no cover
+
+    def broken_start() -> Generator[Backoff, None, str]:
+        raise OverflowError("escaped before the generator started")
+
+    def fine() -> Generator[Backoff, None, str]:
+        return "served"
+        yield Backoff(0.0)  # pragma: no cover
+
+    try:
+        scheduler.submit("a", Task(TaskKind.REMEMBER, failing, on_error=lambda e: 1e300), None)
+        scheduler.add_agent(Agent("b", make_slice=lambda: iter(())))  # type: ignore[arg-type,return-value]
+        broken: Future[str] = Future()
+        scheduler.submit("b", Task(TaskKind.RECALL, broken_start, future=broken), None)
+        with pytest.raises(OverflowError, match="escaped"):
+            broken.result(timeout=10)
+        served: Future[str] = Future()
+        scheduler.submit("b", Task(TaskKind.RECALL, fine, future=served), None)
+        assert served.result(timeout=10) == "served"
+        leftovers = scheduler.remove_agent("a", timeout=0.5)
+        assert [t.kind for t in leftovers] == [TaskKind.REMEMBER]
+    finally:
+        scheduler.stop()
