@@ -15,7 +15,9 @@ Misuse errors also derive from the builtin a caller would naturally catch::
     ├── UnknownAgentError (LookupError)     an inspection command named an agent that has no store
     ├── SparqlError (ValueError)            a query given to sparql() does not parse
     │   ├── UpdateRefusedError              sparql() was given a SPARQL Update
-    │   └── QueryRefusedError               sparql() will not run it: SERVICE/LOAD/file:, too big
+    │   ├── QueryRefusedError               sparql() will not run it: SERVICE/LOAD/file:, too big
+    │   ├── QueryTimeoutError (TimeoutError) sparql() ran longer than its timeout
+    │   └── QueryLimitError                 sparql() would return more rows than its limit
     └── ModelError                          the small model failed (after retries)
         └── PermanentModelError             a failure waiting cannot heal (HTTP 400/401/403/404)
 
@@ -78,6 +80,14 @@ class QueryRefusedError(SparqlError):
     """:meth:`MemoryManager.sparql` will not run this query: it reaches outside the store
     (``SERVICE``, ``LOAD``, a ``file:`` IRI) or exceeds the size limits (length, nesting,
     operators; see the README, "Limits")."""
+
+
+class QueryTimeoutError(SparqlError, TimeoutError):
+    """:meth:`MemoryManager.sparql` ran longer than its ``timeout``."""
+
+
+class QueryLimitError(SparqlError):
+    """:meth:`MemoryManager.sparql` would return more rows than its ``limit``."""
 
 
 class ModelError(MemoryRDFError):

@@ -39,6 +39,7 @@ from memory_rdf._links import LinkStore
 from memory_rdf._listing import Listing, Window
 from memory_rdf._listing import make_window as _window
 from memory_rdf._nodes import NodeStore
+from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, check_timeout
 from memory_rdf._remember import Rememberer, SegmentationFailed
 from memory_rdf._remote import RemoteStore, SparqlEndpoint
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
@@ -824,18 +825,34 @@ class MemoryManager:
         self._check_open()
         return self._system._scheduler.wait_idle(self.agent_id, timeout)
 
-    def sparql(self, query: str) -> list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]:
+    def sparql(
+        self, query: str, *, timeout: float | None = SPARQL_TIMEOUT,
+        limit: int | None = SPARQL_LIMIT,
+    ) -> list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]:
         """Read-only SPARQL over the memory graph (SPEC §6). The §2 prefixes are predeclared.
 
-        SELECT → list of dicts; ASK → bool; CONSTRUCT/DESCRIBE → list of triples.
+        SELECT → list of dicts; ASK → bool; CONSTRUCT/DESCRIBE → list of triples. At most
+        ``limit`` rows (default 100,000; None: no limit) within ``timeout`` seconds (default
+        30; None: no limit). Rows are checked as they come; an aggregate or ORDER BY is
+        computed before the first row and cannot be interrupted: past the timeout the call
+        returns with :class:`QueryTimeoutError` while the engine finishes it in the
+        background (README, "Limits on hostile input"). Runs in the calling thread, not
+        the agent's queue.
 
         Raises:
             SparqlError: the query does not parse.
             UpdateRefusedError: the query is a SPARQL Update.
-            InvalidTypeError: ``query`` is not a str.
+            QueryRefusedError: ``SERVICE``, ``LOAD`` or a ``file:`` IRI (the query would
+                reach outside the store), or a query beyond the size limits.
+            QueryTimeoutError: no answer within ``timeout`` (also a ``TimeoutError``).
+            QueryLimitError: more than ``limit`` rows.
+            InvalidTypeError, InvalidInputError: ``query`` is not a str; a bad ``timeout``
+                or ``limit``.
             MemoryClosedError: the manager is closed, or not initialized yet.
         """
-        return self._check_open().user_query(query)
+        seconds = check_timeout(timeout)
+        rows = check_limit(limit)
+        return self._check_open().user_query(query, timeout=seconds, limit=rows)
 
     def stats(self) -> dict[str, Any]:
         """Counts of this agent: ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids,

@@ -19,9 +19,10 @@ A word inside a string literal or a comment is not a keyword; a comment cannot h
 
 from __future__ import annotations
 
+import math
 import re
 
-from memory_rdf._exceptions import InvalidTypeError, QueryRefusedError
+from memory_rdf._exceptions import InvalidInputError, InvalidTypeError, QueryRefusedError
 
 #: Longest query text accepted (characters). Long VALUES lists are linear in the engine.
 MAX_QUERY_CHARS = 1_000_000
@@ -120,3 +121,33 @@ _UCHAR = re.compile(r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}")
 
 def _clip(text: str, size: int = 60) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
+
+
+#: ``sparql()``'s default time limit (seconds) and row limit.
+SPARQL_TIMEOUT = 30.0
+SPARQL_LIMIT = 100_000
+
+
+def check_timeout(value: object, name: str = "timeout") -> float | None:
+    """A caller's timeout in seconds: None (no limit) or a finite number > 0, else
+    :class:`InvalidTypeError` / :class:`InvalidInputError` at the call."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidTypeError(f"{name} must be a number of seconds or None, got "
+                               f"{type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidInputError(f"{name} must be a finite number of seconds > 0 (or None), "
+                                f"got {value!r}")
+    return float(value)
+
+
+def check_limit(value: object, name: str = "limit") -> int | None:
+    """A row limit: None (no limit) or an int >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{name} must be an int or None, got {type(value).__name__}")
+    if value < 1:
+        raise InvalidInputError(f"{name} must be >= 1 (or None: no limit), got {value}")
+    return value

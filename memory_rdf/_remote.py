@@ -21,7 +21,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -42,6 +42,7 @@ from memory_rdf._store import (
     Term,
     UserResult,
     WriteBatch,
+    check_row_limit,
     iri_ref,
     lit,
     parse_ntriples,
@@ -49,6 +50,7 @@ from memory_rdf._store import (
     refuse_update,
     render,
     reserialize,
+    run_bounded,
     sparql_syntax_error,
     term_from_json,
 )
@@ -422,21 +424,39 @@ class RemoteStore(MemoryStore):
             )
             raise sparql_syntax_error(SyntaxError(said)) from None
 
-    def user_query(self, query: str) -> UserResult:
-        response = self._user(query, f"{_SELECT_JSON}, application/n-triples;q=0.9")
-        if "n-triples" in response.headers.get("content-type", ""):
-            return parse_ntriples(response.content)
-        answer = response.json()
-        if "boolean" in answer or _ASK.match(_STRINGS.sub(" ", query)):
-            return _boolean(answer)
-        names = answer["head"]["vars"]
-        return [
-            {n: python_from_json(b[n]) for n in names if n in b}
-            for b in answer["results"]["bindings"]
-        ]
+    def user_query(
+        self, query: str, *, timeout: float | None = None, limit: int | None = None
+    ) -> UserResult:
+        def run(cancel: threading.Event) -> UserResult:
+            response = self._user(query, f"{_SELECT_JSON}, application/n-triples;q=0.9")
+            if "n-triples" in response.headers.get("content-type", ""):
+                return parse_ntriples(response.content)
+            answer = response.json()
+            if "boolean" in answer or _ASK.match(_STRINGS.sub(" ", query)):
+                return _boolean(answer)
+            names = answer["head"]["vars"]
+            return [
+                {n: python_from_json(b[n]) for n in names if n in b}
+                for b in answer["results"]["bindings"]
+            ]
 
-    def user_query_serialized(self, query: str, fmt: str) -> bytes:
-        return self._user(query, f"{_FORMATS[fmt]}, application/n-triples;q=0.9").content
+        result = run_bounded(run, timeout)
+        if limit is not None and isinstance(result, list) and len(result) > limit:
+            check_row_limit(limit, len(result))
+        return result
+
+    def user_query_serialized(
+        self, query: str, fmt: str, *, timeout: float | None = None,
+        output: BinaryIO | None = None,
+    ) -> bytes | None:
+        def run(cancel: threading.Event) -> bytes:
+            return self._user(query, f"{_FORMATS[fmt]}, application/n-triples;q=0.9").content
+
+        data = run_bounded(run, timeout)
+        if output is None:
+            return data
+        output.write(data)
+        return None
 
     def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
         """As the embedded store's: the memory network as the default graph, and for

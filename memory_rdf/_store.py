@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 import pyoxigraph as ox
 
@@ -36,6 +36,8 @@ from memory_rdf import _vocab as V
 from memory_rdf._exceptions import (
     InvalidTypeError,
     MemoryRDFError,
+    QueryLimitError,
+    QueryTimeoutError,
     SparqlError,
     StoreError,
     StoreLockedError,
@@ -50,11 +52,13 @@ __all__ = [
     "MemoryStore",
     "Term",
     "WriteBatch",
+    "check_row_limit",
     "link_ref",
     "lit",
     "node_id",
     "node_ref",
     "render",
+    "run_bounded",
 ]
 
 
@@ -124,6 +128,7 @@ _UNION = re.compile(
 )
 
 Param = Term | Sequence[Term] | int | None
+T = TypeVar("T")
 
 #: Longest ``||`` chain ``# @contains`` renders; longer lists become a linear ``VALUES`` test
 #: (a chain is ~2x faster for a few terms, but its parse and plan grow quadratically).
@@ -474,6 +479,85 @@ def _storage_errors(what: str, *, user_query: bool = False) -> Iterator[None]:
         raise StoreError(f"{what}: {exc}") from exc
 
 
+def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T:
+    """``run(cancel)`` within ``timeout`` seconds (None: in the calling thread, unbounded).
+
+    With a timeout it runs in a worker thread (SPEC §7: the query's result iterator is
+    created and consumed there, never crossing threads) while the caller waits; past the
+    timeout the caller gets :class:`QueryTimeoutError` and ``cancel`` is set, which the
+    worker checks between rows. Measured on pyoxigraph 0.5.13: rows are produced lazily
+    and stop at the next row, but an aggregate (COUNT, GROUP BY) or ORDER BY is computed
+    inside ``Store.query()`` itself, which cannot be interrupted: the worker finishes it in
+    the background (the GIL released) and drops the result.
+    """
+    if timeout is None:
+        return run(threading.Event())
+    cancel = threading.Event()
+    box: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            box.append((True, run(cancel)))
+        except BaseException as exc:  # handed to the caller
+            box.append((False, exc))
+
+    worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not box:
+        cancel.set()
+        raise _timed_out(timeout)
+    ok, value = box[0]
+    if ok:
+        return value
+    raise value
+
+
+def _timed_out(timeout: float | None) -> QueryTimeoutError:
+    return QueryTimeoutError(
+        f"the query ran longer than its timeout ({timeout:g} s); narrow it (LIMIT, more "
+        "specific patterns) or give a larger timeout"
+    )
+
+
+def _check_bounds(cancel: threading.Event, timeout: float | None, limit: int | None,
+                  rows: int) -> None:
+    """Between two rows of the user's query: stop when the caller gave up or the row limit
+    is reached."""
+    if cancel.is_set():
+        raise _timed_out(timeout)
+    if limit is not None and rows >= limit:
+        check_row_limit(limit, rows + 1)
+
+
+def check_row_limit(limit: int, rows: int) -> None:
+    """:class:`QueryLimitError` when ``rows`` exceed ``limit``."""
+    if rows > limit:
+        raise QueryLimitError(
+            f"the query returns more than {limit:,} rows (its limit); add LIMIT to the query "
+            "or give a larger limit"
+        )
+
+
+class _Sink:
+    """A binary output the serializer writes to as rows come; stops it once cancelled."""
+
+    def __init__(self, output: BinaryIO, cancel: threading.Event,
+                 timeout: float | None) -> None:
+        self._output = output
+        self._cancel = cancel
+        self._timeout = timeout
+
+    def write(self, data: bytes) -> int:
+        if self._cancel.is_set():
+            raise _timed_out(self._timeout)
+        self._output.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self._output.flush()
+
+
 #: The embedded layout (SPEC §2): memory network in the default graph.
 EMBEDDED_GRAPHS = Graphs(
     memory=None, journal=Term(f"<{V.JOURNAL_GRAPH}>"), meta=Term(f"<{V.META_GRAPH}>")
@@ -537,12 +621,20 @@ class MemoryStore(ABC):
         """(s, p, o) of the matching triples of one graph (None: the memory network)."""
 
     @abstractmethod
-    def user_query(self, query: str) -> UserResult:
-        """The user's read-only query over the memory network only (SPEC §6, §8)."""
+    def user_query(
+        self, query: str, *, timeout: float | None = None, limit: int | None = None
+    ) -> UserResult:
+        """The user's read-only query over the memory network only (SPEC §6, §8), answered
+        within ``timeout`` seconds (:class:`QueryTimeoutError`) and ``limit`` rows
+        (:class:`QueryLimitError`); None: no bound."""
 
     @abstractmethod
-    def user_query_serialized(self, query: str, fmt: str) -> bytes:
-        """The user's query answered in a W3C results format (json, csv, tsv, xml)."""
+    def user_query_serialized(
+        self, query: str, fmt: str, *, timeout: float | None = None,
+        output: BinaryIO | None = None,
+    ) -> bytes | None:
+        """The user's query answered in a W3C results format (json, csv, tsv, xml): the
+        bytes, or written to ``output`` as the rows come (then None)."""
 
     @abstractmethod
     def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
@@ -750,47 +842,62 @@ class AgentStore(MemoryStore):
     # -- the user's SPARQL (SPEC §6) -----------------------------------------------------------
 
     def _user_result(self, query: str) -> ox.QuerySolutions | ox.QueryBoolean | ox.QueryTriples:
-        refuse_update(query)
         return self.store.query(
             query, prefixes=V.PREFIXES, default_graph=ox.DefaultGraph(), named_graphs=[]
         )
 
-    def user_query(self, query: str) -> UserResult:
-        with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
-            result = self._user_result(query)
-            if isinstance(result, ox.QueryBoolean):
-                return bool(result)
-            if isinstance(result, ox.QuerySolutions):
-                names = [v.value for v in result.variables]
-                out: list[dict[str, Any]] = []
-                for sol in result:
-                    row: dict[str, Any] = {}
-                    for i, name in enumerate(names):
-                        term = sol[i]
-                        if term is not None:
-                            row[name] = to_python(term)
-                    out.append(row)
-                return out
-            return [
-                (to_python(t.subject), to_python(t.predicate), to_python(t.object))
-                for t in result
-            ]
+    def user_query(
+        self, query: str, *, timeout: float | None = None, limit: int | None = None
+    ) -> UserResult:
+        refuse_update(query)
 
-    def user_query_serialized(self, query: str, fmt: str) -> bytes:
+        def run(cancel: threading.Event) -> UserResult:
+            with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
+                result = self._user_result(query)
+                if isinstance(result, ox.QueryBoolean):
+                    return bool(result)
+                out: list[Any] = []
+                if isinstance(result, ox.QuerySolutions):
+                    names = [v.value for v in result.variables]
+                    for sol in result:
+                        _check_bounds(cancel, timeout, limit, len(out))
+                        row: dict[str, Any] = {}
+                        for i, name in enumerate(names):
+                            term = sol[i]
+                            if term is not None:
+                                row[name] = to_python(term)
+                        out.append(row)
+                    return out
+                for t in result:
+                    _check_bounds(cancel, timeout, limit, len(out))
+                    out.append(
+                        (to_python(t.subject), to_python(t.predicate), to_python(t.object))
+                    )
+                return out
+
+        return run_bounded(run, timeout)
+
+    def user_query_serialized(
+        self, query: str, fmt: str, *, timeout: float | None = None,
+        output: BinaryIO | None = None,
+    ) -> bytes | None:
         formats = {
             "json": ox.QueryResultsFormat.JSON,
             "csv": ox.QueryResultsFormat.CSV,
             "tsv": ox.QueryResultsFormat.TSV,
             "xml": ox.QueryResultsFormat.XML,
         }
-        with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
-            result = self._user_result(query)
-            if isinstance(result, ox.QueryTriples):
-                data = result.serialize(format=ox.RdfFormat.N_TRIPLES)
-            else:
-                data = result.serialize(format=formats[fmt])
-        assert data is not None
-        return data
+        refuse_update(query)
+
+        def run(cancel: threading.Event) -> bytes | None:
+            sink: Any = None if output is None else _Sink(output, cancel, timeout)
+            with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
+                result = self._user_result(query)
+                if isinstance(result, ox.QueryTriples):
+                    return result.serialize(sink, format=ox.RdfFormat.N_TRIPLES)
+                return result.serialize(sink, format=formats[fmt])
+
+        return run_bounded(run, timeout)
 
     # -- export --------------------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ import importlib
 import json
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -671,45 +673,131 @@ def _read_query(query: str) -> str:
               type=click.Choice(["table", "json", "xml", "csv", "tsv"]),
               default="table", show_default=True,
               help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Seconds before the query is stopped (0: no limit). Ctrl-C stops it too.")
 @_data_dir_option
-def sparql(agent: str, query: str, fmt: str, data_dir: Where) -> None:
+def sparql(agent: str, query: str, fmt: str, timeout: float, data_dir: Where) -> None:
     """Run a read-only SPARQL query over the agent's memory graph.
 
     The memory:, node:, link: and xsd: prefixes are predeclared. @FILE reads the query from
     a file, - or @- from stdin. CONSTRUCT/DESCRIBE results are printed as N-Triples in the
-    json/xml/csv/tsv formats. SPARQL Update is refused.
+    json/xml/csv/tsv formats, which are written as the rows come. SPARQL Update, SERVICE,
+    LOAD and file: IRIs are refused. The query runs beside the command, which stops it (and
+    exits) after --timeout seconds or at Ctrl-C, even inside an aggregate the engine cannot
+    interrupt.
 
     \b
     Example:
       memory-rdf sparql demo 'SELECT ?p WHERE { ?n memory:phrase ?p }' --format csv
     """
     text = _read_query(query)
-
-    def refused() -> _CliError:
-        return _CliError("SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: "
-                        "sparql is read-only")
-
-    if fmt != "table":
-        try:
-            _agent(agent)
-            data = inspect.sparql(agent, text, data_dir, format=fmt)
-        except UpdateRefusedError:
-            raise refused() from None
-        except SparqlError as exc:
-            raise _CliError(str(exc)) from None
-        _write_bytes(data if data.endswith(b"\n") else data + b"\n")
-        return
-
     _agent(agent)
     try:
-        raw = inspect.sparql(agent, text, data_dir, format="json")
-        # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: triples
-        result = (json.loads(raw) if raw.lstrip().startswith(b"{")
-                  else inspect.sparql(agent, text, data_dir))
+        _interruptible(lambda: _sparql(agent, text, fmt, data_dir), timeout)
     except UpdateRefusedError:
-        raise refused() from None
+        raise _CliError("SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: "
+                        "sparql is read-only") from None
     except SparqlError as exc:
         raise _CliError(str(exc)) from None
+
+
+#: Largest result the table format renders (its JSON results document, in bytes).
+TABLE_MAX_BYTES = 32 * 2**20
+
+
+def _interruptible(run: Callable[[], None], timeout: float) -> None:
+    """``run()`` in a worker thread while this (main) thread waits for it, Ctrl-C or the
+    timeout (0: none). The engine computes aggregates without returning to Python, so
+    neither a signal nor a deadline can reach it in its own thread; on either, this process
+    exits at once (exit 130 for Ctrl-C, 1 for the timeout), which stops it."""
+    box: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            run()
+        except BaseException as exc:  # handed to the main thread
+            box.append(exc)
+        else:
+            box.append(None)
+
+    worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)
+    deadline = time.monotonic() + timeout if timeout else None
+    worker.start()
+    try:
+        while worker.is_alive():
+            wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
+            worker.join(wait)
+            if deadline is not None and worker.is_alive() and time.monotonic() >= deadline:
+                _hard_exit(f"the query ran longer than --timeout {timeout:g} s; narrow it "
+                           "(LIMIT, more specific patterns) or give a larger --timeout", 1)
+    except KeyboardInterrupt:
+        _hard_exit("interrupted", 130)
+    if box and box[0] is not None:
+        raise box[0]
+
+
+def _hard_exit(message: str, code: int) -> None:
+    """Report and leave now, without waiting for the query thread."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    _error(message)
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)
+
+
+class _Tail:
+    """stdout for a streamed result: written through, and ended with a newline."""
+
+    def __init__(self) -> None:
+        self.last = b"\n"
+
+    def write(self, data: bytes) -> int:
+        if data:
+            sys.stdout.buffer.write(data)
+            self.last = data[-1:]
+        return len(data)
+
+    def flush(self) -> None:
+        sys.stdout.buffer.flush()
+
+
+class _Capped:
+    """A buffer that refuses to grow past TABLE_MAX_BYTES."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.data += data
+        if len(self.data) > TABLE_MAX_BYTES:
+            raise _CliError(
+                f"the result is larger than {TABLE_MAX_BYTES // 2**20} MB, too large for a "
+                "table: add LIMIT, or use --format csv/tsv/json (written as the rows come)"
+            )
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _sparql(agent: str, text: str, fmt: str, data_dir: Where) -> None:
+    if fmt != "table":
+        sys.stdout.flush()
+        tail = _Tail()
+        inspect.sparql(agent, text, data_dir, format=fmt, timeout=None,
+                       output=tail)  # type: ignore[arg-type]
+        if tail.last != b"\n":
+            tail.write(b"\n")
+        tail.flush()
+        return
+    buffer = _Capped()
+    inspect.sparql(agent, text, data_dir, format="json", timeout=None,
+                   output=buffer)  # type: ignore[arg-type]
+    raw = bytes(buffer.data)
+    # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: triples
+    result = (json.loads(raw) if raw.lstrip().startswith(b"{")
+              else inspect.sparql(agent, text, data_dir, timeout=None, limit=100_000))
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")

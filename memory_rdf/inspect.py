@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from memory_rdf import _graphview
 from memory_rdf import _vocab as V
 from memory_rdf._agents import agent_exists, agent_path
-from memory_rdf._exceptions import InvalidInputError
+from memory_rdf._exceptions import InvalidInputError, SparqlError, StoreError
 from memory_rdf._inspect import (
     inspect_agent,
     inspect_memories,
@@ -42,6 +42,7 @@ from memory_rdf._inspect import (
     open_rdflib_graph,
 )
 from memory_rdf._inspect import validate as _validate
+from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, check_timeout
 from memory_rdf._remote import SparqlEndpoint
 
 if TYPE_CHECKING:
@@ -147,26 +148,69 @@ def export(agent_id: str, data_dir: DataDir = None, *, format: str = "turtle") -
 
 
 def sparql(
-    agent_id: str, query: str, data_dir: DataDir = None, *, format: str | None = None
+    agent_id: str, query: str, data_dir: DataDir = None, *, format: str | None = None,
+    timeout: float | None = SPARQL_TIMEOUT, limit: int | None = SPARQL_LIMIT,
+    output: BinaryIO | None = None,
 ) -> Any:
     """Run a read-only SPARQL query over the agent's memory graph (:data:`PREFIXES` are
     predeclared).
 
     With ``format=None``: SELECT → a list of dicts, ASK → a bool, CONSTRUCT/DESCRIBE → a list
-    of triples (as :meth:`MemoryManager.sparql`). With a :data:`RESULT_FORMATS` name: the
-    W3C results document as bytes (CONSTRUCT/DESCRIBE as N-Triples).
+    of triples (as :meth:`MemoryManager.sparql`), at most ``limit`` rows. With a
+    :data:`RESULT_FORMATS` name: the W3C results document as bytes (CONSTRUCT/DESCRIBE as
+    N-Triples), or, with ``output`` (a binary file), written there as the rows come (no row
+    limit; returns None). Within ``timeout`` seconds in both cases (what can be interrupted:
+    :meth:`MemoryManager.sparql`).
 
     Raises:
         SparqlError: the query does not parse.
         UpdateRefusedError: the query is a SPARQL Update.
+        QueryRefusedError: SERVICE, LOAD, a ``file:`` IRI, or a query beyond the size limits.
+        QueryTimeoutError, QueryLimitError: past ``timeout`` seconds, or ``limit`` rows.
         InvalidInputError: an unknown ``format``; and see the module docstring.
     """
+    seconds = check_timeout(timeout)
+    rows = check_limit(limit)
     if format is None:
-        return inspect_agent(agent_id, data_dir, lambda s: s.user_query(query))
+        return inspect_agent(
+            agent_id, data_dir, lambda s: s.user_query(query, timeout=seconds, limit=rows)
+        )
     if format not in RESULT_FORMATS:
         raise InvalidInputError(f"format must be one of {RESULT_FORMATS}, got {format!r}")
     chosen = format
-    return inspect_agent(agent_id, data_dir, lambda s: s.user_query_serialized(query, chosen))
+    if output is None:
+        return inspect_agent(
+            agent_id, data_dir,
+            lambda s: s.user_query_serialized(query, chosen, timeout=seconds),
+        )
+    sink = _Written(output)
+
+    def stream(store: MemoryStore) -> None:
+        try:
+            store.user_query_serialized(query, chosen, timeout=seconds, output=sink)  # type: ignore[arg-type]
+        except StoreError as exc:
+            if sink.started:  # a fresh snapshot would write the first rows again
+                raise SparqlError(f"the query failed after its first rows: {exc}") from exc
+            raise
+
+    inspect_agent(agent_id, data_dir, stream)
+    return None
+
+
+class _Written:
+    """A binary output that remembers whether anything was written to it."""
+
+    def __init__(self, output: BinaryIO) -> None:
+        self._output = output
+        self.started = False
+
+    def write(self, data: bytes) -> int:
+        self.started = self.started or bool(data)
+        self._output.write(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self._output.flush()
 
 
 def validate(agent_id: str, data_dir: DataDir = None) -> tuple[bool, str]:

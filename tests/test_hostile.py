@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import http.server
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -316,3 +318,81 @@ def test_the_scheduler_thread_survives_whatever_a_task_does() -> None:
         assert [t.kind for t in leftovers] == [TaskKind.REMEMBER]
     finally:
         scheduler.stop()
+
+
+# -- 3. sparql() has no bound -----------------------------------------------------------------
+
+#: Rows of an 8-way cartesian product of the store's triples: ~10^8 and more.
+PRODUCT = "WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f . ?g ?s ?h . ?i ?t ?j . ?k ?u ?l . ?m ?v ?n }"
+COUNT = f"SELECT (COUNT(*) AS ?rows) {PRODUCT}"
+EVERYTHING = f"SELECT * {PRODUCT}"
+
+BOUNDS_SCRIPT = """
+    import sys, time
+    from memory_rdf import MemoryManager, QueryLimitError, QueryTimeoutError
+    from tests.helpers import FAST, ScriptedModel
+    with MemoryManager("h", data_dir=sys.argv[1], config=FAST, model=ScriptedModel()) as mem:
+        for query, kwargs in [
+            (sys.argv[2], {"timeout": 1.0, "limit": None}),
+            (sys.argv[3], {"timeout": 1.0}),
+            (sys.argv[3], {"timeout": None, "limit": 1000}),
+        ]:
+            start = time.monotonic()
+            try:
+                mem.sparql(query, **kwargs)
+            except (QueryLimitError, QueryTimeoutError) as exc:
+                print(type(exc).__name__, round(time.monotonic() - start, 1), flush=True)
+"""
+
+
+def test_sparql_has_a_time_limit_and_a_row_limit(store_dir: Path) -> None:
+    # In a child: an aggregate cannot be interrupted inside the engine; past the timeout the
+    # call returns and the engine finishes in the background, until the process exits.
+    result = run_python(BOUNDS_SCRIPT, str(store_dir), COUNT, EVERYTHING, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    kinds = [line.split()[0] for line in result.stdout.splitlines()]
+    assert kinds == ["QueryTimeoutError", "QueryTimeoutError", "QueryLimitError"], result.stdout
+
+
+def test_sparql_bounds_are_validated_at_the_call(store_dir: Path) -> None:
+    with MemoryManager("h", data_dir=store_dir, config=FAST, model=ScriptedModel()) as mem:
+        for bad in (0, -1, float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="timeout"):
+                mem.sparql("ASK {}", timeout=bad)
+        with pytest.raises(TypeError, match="timeout"):
+            mem.sparql("ASK {}", timeout="5")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="limit"):
+            mem.sparql("ASK {}", limit=0)
+        with pytest.raises(TypeError, match="limit"):
+            mem.sparql("ASK {}", limit=1.5)  # type: ignore[arg-type]
+        rows = mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }", timeout=None, limit=None)
+        assert rows == [{"c": "we sign sessions with JWT tokens"}]
+
+
+def test_the_cli_stops_a_query_at_its_timeout(store_dir: Path) -> None:
+    result = cli("sparql", "h", COUNT, "--timeout", "1", "--data-dir", str(store_dir))
+    assert_cli_error(result, "ran longer than --timeout 1 s")
+    # Streamed formats write the rows as they come, then stop at the timeout.
+    streamed = cli("sparql", "h", EVERYTHING, "--format", "csv", "--timeout", "1",
+                   "--data-dir", str(store_dir))
+    assert_cli_error(streamed, "ran longer than --timeout 1 s")
+    assert streamed.stdout.startswith("a,b,c,")
+    assert streamed.stdout.count("\n") > 1000
+
+
+def test_ctrl_c_stops_the_cli_inside_an_aggregate(store_dir: Path) -> None:
+    process = subprocess.Popen(
+        [memory_rdf_command(), "sparql", "h", COUNT, "--timeout", "0",
+         "--data-dir", str(store_dir)],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        time.sleep(2.0)  # the command is inside the engine's COUNT by now
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert stderr.strip() == "error: interrupted"
