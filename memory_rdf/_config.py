@@ -97,6 +97,7 @@ class Config:
     keyword_index: bool = True
     max_entry_nodes: int = 10
     recall_max_chars: int | None = 2000
+    max_remember_chars: int = 100_000
     templates: Templates = Templates()
 
     def __post_init__(self) -> None:
@@ -118,7 +119,7 @@ class Config:
                 raise ConfigError(f"{f.name} must be finite, got {value!r}")
         ints = ("focus_limit", "delete_threshold", "time_slice_ms", "compression_batch_size",
                 "max_retries", "default_search_depth", "max_search_results", "max_queue_size",
-                "max_entry_nodes")
+                "max_entry_nodes", "max_remember_chars")
         for name in ints:
             if not isinstance(getattr(self, name), int):
                 raise ConfigError(f"{name} must be an int, got {getattr(self, name)!r}")
@@ -156,6 +157,8 @@ class Config:
                "max_search_results must be >= 0 (0 = unlimited)", self.max_search_results)
         _check(self.max_queue_size >= 1, "max_queue_size must be >= 1", self.max_queue_size)
         _check(self.max_entry_nodes >= 1, "max_entry_nodes must be >= 1", self.max_entry_nodes)
+        _check(self.max_remember_chars >= 1,
+               "max_remember_chars must be >= 1", self.max_remember_chars)
         _check(self.recall_max_chars is None or self.recall_max_chars >= 1,
                "recall_max_chars must be None (unlimited) or >= 1", self.recall_max_chars)
 

@@ -378,6 +378,11 @@ class MemoryManager:
         msgs = coerce_messages(messages)
         self._check_open()
         text = messages_to_text(msgs)
+        if len(text) > self.config.max_remember_chars:
+            raise InvalidInputError(
+                f"one remember() may hold {self.config.max_remember_chars:,} characters "
+                f"(Config.max_remember_chars), got {len(text):,}: remember long texts in parts"
+            )
         scheduler = self._system._scheduler
         # A queue slot is reserved first (under the scheduler's lock, briefly): no recall can
         # take it while the journal write runs, outside that lock, so a full queue stores

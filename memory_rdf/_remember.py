@@ -26,6 +26,11 @@ NEXT = "下文"  # link i → i+1
 PREVIOUS = "上文"  # link i+1 → i
 
 
+#: Segments (or relation pairs) per batch model call; between two calls the remember yields
+#: to the scheduler, so one big remember does not hold every agent's recall (issue 17).
+BATCH_CHUNK = 16
+
+
 class SegmentationFailed(Exception):
     """segment() failed: the task goes to the tail of its agent's queue (SPEC §5.1 step 1)."""
 
@@ -135,14 +140,22 @@ class Rememberer:
         batch_fn = getattr(model, "process_batch", None)
         if batch_fn is not None and len(segments) > 1:
             try:
-                return _batch_attempt(
-                    lambda: _checked_batch(batch_fn(list(segments)), len(segments)),
-                    self.stats, "process_batch",
-                )
+                done: list[Processed] = []
+                for start in range(0, len(segments), BATCH_CHUNK):
+                    if start:
+                        yield Backoff(0.0)  # let other agents' recalls run (issue 17)
+                    part = list(segments[start : start + BATCH_CHUNK])
+                    done += _batch_attempt(
+                        lambda part=part: _checked_batch(batch_fn(part), len(part)),  # type: ignore[misc]
+                        self.stats, "process_batch",
+                    )
+                return done
             except _BatchFailed:
                 pass  # one call per segment, same results (SPEC §4), each with its retries
         out: list[Processed] = []
-        for seg in segments:
+        for i, seg in enumerate(segments):
+            if i:
+                yield Backoff(0.0)  # let other agents' recalls run between segments (issue 17)
             try:
                 p = yield from with_retries(
                     lambda seg=seg: check_processed(model.process(seg)),  # type: ignore[misc]
@@ -170,15 +183,22 @@ class Rememberer:
         batch_fn = getattr(model, "relation_batch", None)
         if batch_fn is not None and len(pairs) > 1:
             try:
-                names = _batch_attempt(
-                    lambda: _checked_relations(batch_fn(pairs), len(pairs)),
-                    self.stats, "relation_batch",
-                )
+                names = []
+                for start in range(0, len(pairs), BATCH_CHUNK):
+                    if start:
+                        yield Backoff(0.0)  # let other agents' recalls run (issue 17)
+                    chunk = pairs[start : start + BATCH_CHUNK]
+                    names += _batch_attempt(
+                        lambda chunk=chunk: _checked_relations(batch_fn(chunk), len(chunk)),  # type: ignore[misc]
+                        self.stats, "relation_batch",
+                    )
             except _BatchFailed:
                 names = None
         if names is None:
             names = []
-            for node_text, focus_text in pairs:
+            for i, (node_text, focus_text) in enumerate(pairs):
+                if i:
+                    yield Backoff(0.0)
                 try:
                     name = yield from with_retries(
                         lambda a=node_text, b=focus_text: validate_relation(  # type: ignore[misc]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -152,8 +153,29 @@ def said_at(messages: Sequence[Message]) -> datetime | None:
 
 
 def messages_to_text(messages: Sequence[Message]) -> str:
-    """The text given to the model: one ``"{role}: {content}"`` line per message (SPEC §4)."""
-    return "\n".join(f"{m.role}: {m.content}" for m in messages)
+    """The text given to the model: one ``"{role}: {content}"`` line per message (SPEC §4).
+
+    A content's own line breaks must not start a line that reads as another message: every
+    kind of line break (``\\r``, ``\\u2028``, … which a model may read as one) becomes
+    ``\\n``, and a continuation line that starts like a role label (``system: …``) is indented
+    by two spaces, so that no segmenter or model takes it for a message of that role
+    (issue 17). Nothing else of the text changes."""
+    return "\n".join(f"{m.role}: {_neutralize(m.content)}" for m in messages)
+
+
+#: Every line break ``str.splitlines`` knows (a model may read any of them as one).
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+#: The start of a line that reads as a role label: ``system:``, ``assistant :``, ``tool:``, …
+_ROLE_LABEL = re.compile(r"[ \t]*[A-Za-z][\w-]{0,31}[ \t]*:")
+
+
+def _neutralize(content: str) -> str:
+    lines = _LINE_BREAK.split(content)
+    if len(lines) == 1:
+        return content
+    return "\n".join(
+        [lines[0]] + ["  " + line if _ROLE_LABEL.match(line) else line for line in lines[1:]]
+    )
 
 
 def _check_encodable(text: str, what: str) -> None:
