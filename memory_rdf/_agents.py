@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATA_DIR_ENV",
+    "DEFAULT_DATA_DIR",
     "STORE_MARKER",
     "agent_exists",
     "agent_path",
@@ -32,6 +33,8 @@ __all__ = [
 
 #: The environment variable naming the data directory (read by :func:`default_data_dir`).
 DATA_DIR_ENV = "MEMORY_RDF_DATA_DIR"
+#: The data directory when neither an argument nor the environment names one.
+DEFAULT_DATA_DIR = "memory_data"
 
 #: RocksDB writes this file first when it creates a database; a directory without it holds no
 #: store (and a read-only open would fail on it).
@@ -60,7 +63,7 @@ def validate_agent_id(agent_id: object) -> str:
 
 def default_data_dir() -> Path:
     """``$MEMORY_RDF_DATA_DIR``, else ``memory_data`` (relative to the working directory)."""
-    return Path(os.environ.get(DATA_DIR_ENV) or "memory_data")
+    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
 
 
 def agent_path(agent_id: str, data_dir: str | os.PathLike[str] | None = None) -> Path:

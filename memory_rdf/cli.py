@@ -206,8 +206,8 @@ def _data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--data-dir",
             type=click.Path(file_okay=False, path_type=Path),
-            envvar="MEMORY_RDF_DATA_DIR",
-            default="memory_data",
+            envvar=inspect.DATA_DIR_ENV,
+            default=inspect.DEFAULT_DATA_DIR,
             show_default=True,
             show_envvar=True,
             help="Directory holding one store directory per agent.",

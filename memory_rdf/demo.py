@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from memory_rdf._agents import STORE_MARKER, agent_path, validate_agent_id
+from memory_rdf._agents import DEFAULT_DATA_DIR, STORE_MARKER, agent_path, validate_agent_id
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import InvalidInputError
 from memory_rdf._manager import MemoryManager
@@ -205,7 +205,7 @@ def run_demo(
     table.add_row("focus phrases", Text("\n".join(phrases) or "-"))
     table.add_row("model calls", str(stats["model_calls"]))
     out.print(table)
-    shown = data_dir is not None and str(data_dir) != "memory_data"
+    shown = data_dir is not None and str(data_dir) != DEFAULT_DATA_DIR
     flag = f" --data-dir {shlex.quote(str(data_dir))}" if shown else ""
     if endpoint is not None:
         flag = f" --endpoint {shlex.quote(endpoint.query_url)}"

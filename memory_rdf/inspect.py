@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from memory_rdf import _graphview
 from memory_rdf import _vocab as V
-from memory_rdf._agents import agent_exists, agent_path
+from memory_rdf._agents import DATA_DIR_ENV, DEFAULT_DATA_DIR, agent_exists, agent_path
 from memory_rdf._exceptions import InvalidInputError, SparqlError, StoreError
 from memory_rdf._inspect import (
     inspect_agent,
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from memory_rdf._store import MemoryStore
 
 __all__ = [
+    "DATA_DIR_ENV",
+    "DEFAULT_DATA_DIR",
     "EXPORT_FORMATS",
     "GRAPH_DEPTH",
     "GRAPH_FORMATS",
