@@ -40,11 +40,15 @@ DEFAULT_DATA_DIR = "memory_data"
 #: store (and a read-only open would fail on it).
 STORE_MARKER = "CURRENT"
 
-_AGENT_ID_CHARS = re.compile(r"^[\w.-]+$")
+_AGENT_ID_CHARS = re.compile(r"[\w.-]+")
+#: Most UTF-8 bytes of an id: a file name holds 255 bytes (not characters), and the store's
+#: rewrite adds ``~copy.nq`` to it.
+AGENT_ID_MAX_BYTES = 240
 
 
 def validate_agent_id(agent_id: object) -> str:
-    """SPEC §2: 1–128 letters, digits, ``_``, ``-``, ``.``; not ``.`` or ``..``.
+    """SPEC §2: 1–128 letters, digits, ``_``, ``-``, ``.``; not ``.`` or ``..``; and at most
+    :data:`AGENT_ID_MAX_BYTES` bytes in UTF-8 (the file system counts bytes).
 
     Letters and digits are Unicode ones (``助手`` is a valid id); path separators, spaces and
     control characters never are. Checked before any file is touched.
@@ -53,10 +57,16 @@ def validate_agent_id(agent_id: object) -> str:
         raise InvalidTypeError(f"agent_id must be a str, got {type(agent_id).__name__}")
     if not 1 <= len(agent_id) <= 128:
         raise InvalidInputError(f"agent_id must be 1–128 characters, got {len(agent_id)}")
-    if agent_id in (".", "..") or not _AGENT_ID_CHARS.match(agent_id):
+    if agent_id in (".", "..") or not _AGENT_ID_CHARS.fullmatch(agent_id):
         raise InvalidInputError(
             f"agent_id {agent_id!r} is invalid: use letters, digits, '_', '-', '.' "
             "(not '.' or '..')"
+        )
+    size = len(agent_id.encode("utf-8"))
+    if size > AGENT_ID_MAX_BYTES:
+        raise InvalidInputError(
+            f"agent_id is {size} bytes in UTF-8; at most {AGENT_ID_MAX_BYTES} fit in a file "
+            "name (a CJK character takes 3)"
         )
     return agent_id
 

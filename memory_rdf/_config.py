@@ -106,6 +106,7 @@ class Config:
             if f.name == "templates":
                 if not isinstance(value, Templates):
                     raise ConfigError(f"templates must be a Templates, got {type(value).__name__}")
+                _check_templates(value)
                 continue
             if f.name in ("auto_compress", "keyword_index"):
                 if not isinstance(value, bool):
@@ -170,3 +171,37 @@ class Config:
 def _check(ok: bool, message: str, value: object) -> None:
     if not ok:
         raise ConfigError(f"{message}, got {value!r}")
+
+
+#: The fields each template is filled with (recall formats them with exactly these).
+_TEMPLATE_FIELDS = {
+    "memory": {"content": "c"},
+    "forgotten_named": {"phrase": "p", "relations": "r"},
+    "forgotten_unnamed": {"phrase": "p"},
+    "relation_separator": None,
+    "entry_separator": None,
+    "forgotten_named_en": {"phrase": "p", "relations": "r"},
+    "forgotten_unnamed_en": {"phrase": "p"},
+    "relation_separator_en": None,
+}
+
+
+def _check_templates(templates: Templates) -> None:
+    """Each template formats with the fields recall gives it (issue 17: ``memory="{nope}"``
+    passed, then every recall raised ``KeyError``)."""
+    for name, values in _TEMPLATE_FIELDS.items():
+        text = getattr(templates, name)
+        if text is None and name.endswith("_en") and values is not None:
+            continue
+        if not isinstance(text, str):
+            raise ConfigError(f"templates.{name} must be a str, got {type(text).__name__}")
+        if values is None:
+            continue
+        try:
+            text.format(**values)
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            fields = ", ".join("{" + f + "}" for f in values)
+            raise ConfigError(
+                f"templates.{name} {text!r} does not format with {fields}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None

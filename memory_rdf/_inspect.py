@@ -53,7 +53,7 @@ from memory_rdf._exceptions import (
     UnknownAgentError,
 )
 from memory_rdf._focus import FocusManager
-from memory_rdf._journal import Journal
+from memory_rdf._journal import Journal, refuse_foreign
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore
 from memory_rdf._remote import SparqlEndpoint, open_remote_for_inspection
@@ -95,7 +95,13 @@ def open_for_inspection(
     path = agent_path(agent_id, data_dir)
     if not (path / STORE_MARKER).is_file():
         raise UnknownAgentError(f"unknown agent {agent_id!r}: no memory store at {path}")
-    return AgentStore(path, read_only=True)
+    store = AgentStore(path, read_only=True)
+    try:
+        refuse_foreign(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def _retryable(exc: BaseException) -> bool:

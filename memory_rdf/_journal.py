@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from memory_rdf import _vocab as V
 from memory_rdf._exceptions import SchemaVersionError
-from memory_rdf._store import MemoryStore, Term, WriteBatch, iri_ref, lit, render, triple
+from memory_rdf._store import MemoryStore, Row, Term, WriteBatch, iri_ref, lit, render, triple
 
 
 @dataclass
@@ -123,6 +123,23 @@ class Journal:
         return int(self._store.scalar(self._store.render("journal_count", status=lit(status)), 0))
 
 
+def refuse_foreign(store: MemoryStore, metadata: list[Row] | None = None) -> None:
+    """:class:`SchemaVersionError` for an embedded Oxigraph store that memory_rdf did not
+    write: data, but neither our metadata nor any memory (issue 17: it was adopted, called
+    "pre-release memory_rdf", listed by ``stats`` and passed by ``validate``)."""
+    if store.path is None:
+        return  # an endpoint's other graphs are other agents'
+    if metadata is None:
+        metadata = store.rows(store.render("store_metadata"))
+    if (not metadata and store.ask(render("any_data"))
+            and not store.ask(render("any_memory_content"))):
+        raise SchemaVersionError(
+            f"{store.location} is an Oxigraph store that memory_rdf did not write (it holds "
+            "RDF data but no memory_rdf metadata); it is left untouched: choose another "
+            "agent id or data directory"
+        )
+
+
 class Metadata:
     """Schema version, agent id, creation time, last createdAt, kept in the meta graph."""
 
@@ -133,6 +150,7 @@ class Metadata:
         self.node_sequence = 0
         if not rows:
             self.last_created_at: datetime | None = None
+            refuse_foreign(store, rows)
             if store.ask(render("any_memory")):
                 # Memories but no metadata: written before schema version 1 existed.
                 raise SchemaVersionError(

@@ -8,7 +8,7 @@ import os
 import re
 import threading
 from collections.abc import Generator, Sequence, Set
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import datetime
 from pathlib import Path
@@ -482,11 +482,12 @@ class MemoryManager:
                 recall was waiting behind).
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
+        seconds = check_timeout(timeout, zero=True)
         future = self.recall_async(
             keywords, relations, depth, entry=entry, since=since, until=until,
             limit=limit, max_chars=max_chars,
         )
-        return self._result(future, timeout, "recall")
+        return self._result(future, seconds, "recall")
 
     def _result(self, future: Future[T], timeout: float | None, what: str) -> T:
         """Wait for a queued task's result; on timeout, cancel it and say what it waited for."""
@@ -497,6 +498,22 @@ class MemoryManager:
             raise TimeoutError(
                 f"{what} on agent {self.agent_id!r} timed out{self._waiting_behind()}"
             ) from None
+
+    def _expire(self, future: Future[T], seconds: float, what: str) -> None:
+        """Fail ``future`` with ``TimeoutError`` after ``seconds`` unless it is done by then
+        (the scheduler drops a task whose future is done before it starts)."""
+
+        def expire() -> None:
+            if not future.done():
+                with contextlib.suppress(InvalidStateError):
+                    future.set_exception(TimeoutError(
+                        f"{what} on agent {self.agent_id!r} timed out{self._waiting_behind()}"
+                    ))
+
+        timer = threading.Timer(seconds, expire)
+        timer.daemon = True
+        timer.start()
+        future.add_done_callback(lambda _: timer.cancel())
 
     def _waiting_behind(self) -> str:
         """Why a task of this agent may be waiting: remembers stuck on the small model."""
@@ -523,11 +540,15 @@ class MemoryManager:
         max_chars: int | None = None,
     ) -> Future[str]:
         """:meth:`recall` without blocking: a future of its text (same arguments; bad ones
-        raise at the call)."""
+        raise at the call). With ``timeout``, the future fails with ``TimeoutError`` when the
+        recall has not finished by then (and the recall is dropped if it has not started)."""
         args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
         window = _window(since, until)
+        seconds = check_timeout(timeout, zero=True)
         self._check_open()
         future: Future[str] = Future()
+        if seconds is not None:
+            self._expire(future, seconds, "recall")
 
         def start() -> Generator[Backoff, None, str]:
             return self._recall_now(*args, window=window)
@@ -553,6 +574,7 @@ class MemoryManager:
     ) -> str:
         """:meth:`recall` for asyncio code (same arguments, same errors; a timeout raises
         :class:`TimeoutError`)."""
+        timeout = check_timeout(timeout, zero=True)
         future = self.recall_async(
             keywords, relations, depth, entry=entry, since=since, until=until,
             limit=limit, max_chars=max_chars,

@@ -128,17 +128,17 @@ SPARQL_TIMEOUT = 30.0
 SPARQL_LIMIT = 100_000
 
 
-def check_timeout(value: object, name: str = "timeout") -> float | None:
-    """A caller's timeout in seconds: None (no limit) or a finite number > 0, else
-    :class:`InvalidTypeError` / :class:`InvalidInputError` at the call."""
+def check_timeout(value: object, name: str = "timeout", *, zero: bool = False) -> float | None:
+    """A caller's timeout in seconds: None (no limit) or a finite number > 0 (``zero``: >= 0),
+    else :class:`InvalidTypeError` / :class:`InvalidInputError` at the call."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidTypeError(f"{name} must be a number of seconds or None, got "
                                f"{type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInputError(f"{name} must be a finite number of seconds > 0 (or None), "
-                                f"got {value!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise InvalidInputError(f"{name} must be a finite number of seconds "
+                                f"{'>= 0' if zero else '> 0'} (or None), got {value!r}")
     return float(value)
 
 

@@ -381,12 +381,13 @@ class Scheduler:
         submitted before them, so a recall sees what was remembered before it and a forget
         finds the nodes it names (per-agent FIFO, SPEC §4) — within the caller's timeout.
         A task suspended mid-way (waiting out a backoff) blocks the tasks behind it.
-        A recall given up by its caller (timed out, cancelled) is dropped unstarted."""
+        A task given up by its caller (timed out, cancelled: its future done) is dropped
+        unstarted."""
         if slot.running is not None or slot.stopping:
             return None
         dropped = [
             t for t in slot.queue
-            if t.gen is None and t.future is not None and t.future.cancelled()
+            if t.gen is None and t.future is not None and t.future.done()
         ]
         for task in dropped:
             slot.queue.remove(task)

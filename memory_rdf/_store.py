@@ -451,8 +451,17 @@ def refuse_update(query: object) -> str:
     return check_user_query(query)
 
 
+def _store_message(what: str, exc: BaseException) -> str:
+    """What went wrong, in one line; RocksDB's "Corruption: …" said plainly."""
+    said = " ".join(str(exc).split())
+    if "Corruption" in said:
+        return f"{what}: its files are corrupt ({said}); restore it from a backup"
+    return f"{what}: {said}"
+
+
 def is_lock_error(exc: BaseException) -> bool:
-    return "lock" in str(exc).lower()
+    said = str(exc).lower()
+    return "lock" in said and "corruption" not in said
 
 
 @contextlib.contextmanager
@@ -474,9 +483,9 @@ def _storage_errors(what: str, *, user_query: bool = False) -> Iterator[None]:
                 f"{what}: held by another process (or already open in this one); close it "
                 "there first, or inspect it read-only"
             ) from exc
-        raise StoreError(f"{what}: {exc}") from exc
+        raise StoreError(_store_message(what, exc)) from exc
     except (RuntimeError, ValueError) as exc:
-        raise StoreError(f"{what}: {exc}") from exc
+        raise StoreError(_store_message(what, exc)) from exc
 
 
 def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T:
@@ -675,6 +684,7 @@ class AgentStore(MemoryStore):
                 self._store = ox.Store.read_only(str(path))
             else:
                 _finish_rewrite(path)
+                _refuse_foreign_directory(path)
                 path.mkdir(parents=True, exist_ok=True)
                 self._store = ox.Store(str(path))
 
@@ -935,6 +945,21 @@ def _rewrite_dirs(path: Path) -> tuple[Path, Path]:
 def _rewrite_dump(path: Path) -> Path:
     """The N-Quads file a rewrite copies the store through (deleted before it returns)."""
     return path.with_name(path.name + "~copy.nq")
+
+
+def _refuse_foreign_directory(path: Path) -> None:
+    """A directory that is not a store (no RocksDB ``CURRENT``) and holds files RocksDB did
+    not make is the user's: refuse it rather than write RocksDB files beside them (issue 17;
+    RocksDB renames a file named ``LOG`` that is in its way)."""
+    if not path.is_dir() or (path / "CURRENT").is_file():
+        return
+    foreign = sorted(p.name for p in path.iterdir() if not _ROCKSDB_FILE.match(p.name))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+        raise StoreError(
+            f"{path} is not a memory store: it holds other files ({shown}); it is left "
+            "untouched: choose another agent id or data directory"
+        )
 
 
 def _finish_rewrite(path: Path) -> None:

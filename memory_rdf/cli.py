@@ -20,6 +20,7 @@ import functools
 import importlib
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -87,6 +88,20 @@ def _stderr() -> Console:
 def _say(console: Console, text: str) -> None:
     """A plain line: no markup (user data may contain brackets), no hard wrapping."""
     console.print(text, markup=False, soft_wrap=True)
+
+
+#: Characters never written raw to a terminal: controls (ESC starts an escape sequence) and
+#: the bidirectional overrides that reorder what is shown.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _printable(text: str, *, json_escapes: bool = False) -> str:
+    """``text`` with stored control characters shown as escapes (``\\x1b``), not obeyed
+    (issue 17: ``memory-rdf stats`` printed a stored terminal escape sequence raw).
+    ``json_escapes``: as ``\\u001b``, which keeps a JSON document valid."""
+    if json_escapes:
+        return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def _one_line(text: str) -> str:
@@ -965,7 +980,8 @@ def stats(agent: str, as_json: bool, data_dir: Where) -> None:
     _agent(agent)
     result = inspect.stats(agent, data_dir)
     if as_json:
-        click.echo(json.dumps(result, ensure_ascii=False, indent=2, default=str))
+        click.echo(_printable(json.dumps(result, ensure_ascii=False, indent=2, default=str),
+                              json_escapes=True))
         return
     table = Table(title=f"Agent {agent}", show_header=False)
     table.add_column("", style="bold")
@@ -973,11 +989,12 @@ def stats(agent: str, as_json: bool, data_dir: Where) -> None:
     table.add_row("nodes", str(result["nodes"]))
     table.add_row("links", str(result["links"]))
     table.add_row("dangling links", str(result["dangling_links"]))
-    table.add_row("focus phrases", Text("\n".join(result["focus_phrases"]) or "-"))
+    table.add_row("focus phrases",
+                  Text("\n".join(_printable(p) for p in result["focus_phrases"]) or "-"))
     table.add_row("importance", _importance_text(result["importance"]))
     table.add_row("pending tasks", str(result["pending_tasks"]))
     table.add_row("failed tasks", str(result["failed_tasks"]))
-    table.add_row("store path", Text(str(result["store_path"])))
+    table.add_row("store path", Text(_printable(str(result["store_path"]))))
     table.add_row("on disk", _human_bytes(int(result["store_bytes"])))
     _stdout().print(table)
 

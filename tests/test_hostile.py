@@ -20,6 +20,7 @@ from collections.abc import Generator, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 
+import pyoxigraph
 import pytest
 
 from memory_rdf import (
@@ -29,6 +30,8 @@ from memory_rdf import (
     MemorySystem,
     QueryRefusedError,
     SparqlError,
+    StoreError,
+    Templates,
     inspect,
 )
 from memory_rdf._calls import Backoff
@@ -462,3 +465,96 @@ def test_a_line_break_in_content_cannot_forge_a_system_message(tmp_path: Path) -
         assert not content.startswith(("system:", "assistant:")), contents
         for line in content.splitlines()[1:]:
             assert not line.startswith(("system:", "assistant:")), contents
+
+
+# -- 7. smaller ones ---------------------------------------------------------------------------
+
+
+def test_agent_ids_end_at_the_end_and_fit_in_a_file_name(tmp_path: Path) -> None:
+    for bad in ("abc\n", "abc\r\n", "助" * 81):
+        with pytest.raises(ValueError, match="agent_id"):
+            MemoryManager(bad, data_dir=tmp_path)
+        assert_cli_error(cli("stats", bad, "--data-dir", str(tmp_path)), "agent_id")
+    longest = "助" * 80  # 240 bytes: the store and its rewrite copies fit in file names
+    with MemoryManager(longest, data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "a fact")
+        mem.forget([mem.memories()[0]["id"]], purge=True)
+    assert list(tmp_path.iterdir()) == [tmp_path / longest]
+
+
+def test_templates_are_checked_when_the_config_is_built() -> None:
+    with pytest.raises(ConfigError, match=r"templates.memory '\{nope\}'"):
+        Config(templates=Templates(memory="{nope}"))
+    with pytest.raises(ConfigError, match="templates.forgotten_named"):
+        Config(templates=Templates(forgotten_named="{phrase} {0}"))
+    assert Config(templates=Templates.english()).templates.memory == "[memory] {content}"
+
+
+def test_recall_timeout_is_checked_at_the_call_and_honoured_by_recall_async(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(delay=0.05)
+    with MemoryManager("h", data_dir=tmp_path, config=FAST, model=model) as mem:
+        for bad in (float("inf"), float("nan"), -1):
+            with pytest.raises(ValueError, match="timeout"):
+                mem.recall(["x"], timeout=bad)
+            with pytest.raises(ValueError, match="timeout"):
+                mem.recall_async(["x"], timeout=bad)
+        with pytest.raises(TypeError, match="timeout"):
+            mem.recall(["x"], timeout="x")  # type: ignore[arg-type]
+        assert mem.stats()["pending_tasks"] == 0  # nothing was queued
+        mem.remember(_long_remember(60))  # ~3 s of model calls ahead of the recall
+        future = mem.recall_async(["part"], timeout=0.3)
+        with pytest.raises(TimeoutError, match="recall on agent 'h' timed out"):
+            future.result(timeout=30)
+        assert mem.wait_idle(timeout=60)
+
+
+def test_a_corrupt_store_is_a_store_error_that_says_so(tmp_path: Path) -> None:
+    with MemoryManager("h", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "a fact")
+    for sst in (tmp_path / "h").glob("*.sst"):
+        data = bytearray(sst.read_bytes())
+        data[100:300] = bytes(200)
+        sst.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="its files are corrupt"):
+        MemoryManager("h", data_dir=tmp_path, config=FAST, model=ScriptedModel()).initialize()
+    result = cli("stats", "h", "--data-dir", str(tmp_path))
+    assert_cli_error(result, "its files are corrupt")
+    assert "internal error" not in result.stderr and "try again" not in result.stderr
+
+
+def test_a_directory_of_other_files_is_not_adopted(tmp_path: Path) -> None:
+    mine = tmp_path / "h"
+    mine.mkdir()
+    (mine / "LOG").write_text("my notes", encoding="utf-8")
+    (mine / "thesis.txt").write_text("chapter 1", encoding="utf-8")
+    with pytest.raises(StoreError, match="is not a memory store: it holds other files"):
+        MemoryManager("h", data_dir=tmp_path, config=FAST, model=ScriptedModel()).initialize()
+    assert sorted(p.name for p in mine.iterdir()) == ["LOG", "thesis.txt"]
+    assert (mine / "LOG").read_text(encoding="utf-8") == "my notes"
+
+
+def test_a_foreign_oxigraph_store_is_refused_not_called_ours(tmp_path: Path) -> None:
+    foreign = pyoxigraph.Store(str(tmp_path / "h"))
+    foreign.add(pyoxigraph.Quad(pyoxigraph.NamedNode("http://example.com/s"),
+                                pyoxigraph.NamedNode("http://example.com/p"),
+                                pyoxigraph.Literal("theirs")))
+    foreign.flush()
+    del foreign
+    with pytest.raises(StoreError, match="memory_rdf did not write"):
+        MemoryManager("h", data_dir=tmp_path, config=FAST, model=ScriptedModel()).initialize()
+    for command in ("stats", "validate"):
+        result = cli(command, "h", "--data-dir", str(tmp_path))
+        assert_cli_error(result, "memory_rdf did not write")
+    assert "pre-release" not in result.stderr
+
+
+def test_stats_escapes_stored_terminal_sequences(tmp_path: Path) -> None:
+    with MemoryManager("h", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "\x1b[2J\x1b]0;pwned\x07 hello")
+    for args in ((), ("--json",)):
+        result = cli("stats", "h", *args, "--data-dir", str(tmp_path))
+        assert result.returncode == 0, result.stderr
+        assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+        assert ("\\x1b[2J" if not args else "\\u001b[2J") in result.stdout
