@@ -41,12 +41,23 @@ def _wait(url: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
     raise RuntimeError(f"no answer on {url} within {seconds} s")
 
 
-@contextmanager
-def oxigraph_server(location: Path) -> Iterator[tuple[str, str]]:
+def oxigraph_binary() -> str:
     command = Path(sys.executable).parent / "oxigraph"
     binary = str(command) if command.is_file() else shutil.which("oxigraph")
     if binary is None:
         raise SystemExit("the oxigraph CLI is missing: pip install '.[test]'")
+    return binary
+
+
+def oxigraph_bulk_load(location: Path, nquads: Path) -> None:
+    """``oxigraph load`` (the bulk loader) into a server's directory before it starts."""
+    subprocess.run([oxigraph_binary(), "load", "--location", str(location), "--file",
+                    str(nquads)], check=True, capture_output=True)
+
+
+@contextmanager
+def oxigraph_server(location: Path) -> Iterator[tuple[str, str]]:
+    binary = oxigraph_binary()
     port = free_port()
     proc = subprocess.Popen([binary, "serve", "--location", str(location), "--bind",
                              f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL,

@@ -449,3 +449,18 @@ def test_cli_demo_and_inspection_on_a_running_server(server: Server, tmp_path: P
     no_update_url = run("compress", "demo", "--endpoint", server.query_url)
     assert no_update_url.returncode != 0
     assert "give the update service as update_url (--update-url)" in no_update_url.stderr
+
+
+@pytest.mark.slow
+def test_endpoint_benchmark_runs_small(tmp_path: Path) -> None:
+    """benchmarks/endpoint.py end to end at a tiny size (its figures are in ENDPOINT.md)."""
+    root = TESTS.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.endpoint", "--nodes", "200", "--repeat", "2",
+         "--remembers", "3", "--slices", "1", "--workers", "1", "--scale-remembers", "3",
+         "--scale-recalls", "3", "--skip-virtuoso"],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "oxigraph serve" in result.stdout and "remembers/s" in result.stdout
+    assert "NOTE" not in result.stdout  # both stores recalled the same texts
