@@ -236,7 +236,7 @@ class Compressor:
 
     def next_batch(self, limit: int) -> list[str]:
         """The next ``limit`` nodes in scan order (SPEC §5.3), read from the scanOrder index."""
-        rows = self.store.rows(render("scan_order", limit=int(limit)))
+        rows = self.store.rows(self.store.render("scan_order", limit=int(limit)))
         keys = [int(k) for _, k in rows]
         if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
             self.index_fallbacks += 1

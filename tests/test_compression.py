@@ -41,10 +41,7 @@ def test_decay_exact_strengths_and_focus_links_untouched(make_manager) -> None:
     assert got[(A, B)][0] == 0.5 * 0.97 * 0.97
 
 
-def test_one_scan_decays_by_exactly_one_step(make_manager, backend: str) -> None:
-    if backend == "virtuoso":
-        pytest.xfail("Virtuoso 7.2.5: after B's scan its link to the focus still reads 1.0 "
-                     "(not yet understood; DELETE DATA of that literal works on its own)")
+def test_one_scan_decays_by_exactly_one_step(make_manager) -> None:
     mem = make_manager(config=FAST.replace(focus_limit=1, compression_batch_size=1))
     remember(mem, f"{A} | {B}")
     remember(mem, C)
@@ -162,7 +159,7 @@ def test_compressed_node_gets_new_phrase_keywords_and_terms(make_manager) -> Non
     assert "keeper" in terms and "dropped" not in terms
 
 
-def test_scan_order_follows_scan_count_then_age(make_manager, backend: str) -> None:
+def test_scan_order_follows_scan_count_then_age(make_manager) -> None:
     mem = make_manager(config=FAST.replace(focus_limit=1, compression_batch_size=2))
     remember(mem, "n1 long text | n2 long text | n3 long text | n4 long text")
     order = mem._compressor.next_batch(10)
@@ -178,10 +175,7 @@ def test_scan_order_follows_scan_count_then_age(make_manager, backend: str) -> N
         "<https://w3id.org/memory-rdf/focus> memory:member ?n } } ORDER BY ?k"
     )
     assert [r["n"].rsplit("/", 1)[1] for r in sorted_rows] == mem._compressor.next_batch(10)  # type: ignore[index,union-attr]
-    # Virtuoso answers the index query in key order only sometimes: the sorted query stands
-    # in when it does not (the order checked above is right either way).
-    if backend != "virtuoso":
-        assert mem._compressor.index_fallbacks == 0
+    assert mem._compressor.index_fallbacks == 0  # endpoints get the ORDER BY form at once
 
 
 def test_time_slice_ends_a_slice(make_manager, model: ScriptedModel) -> None:
