@@ -440,6 +440,12 @@ def test_cli_demo_and_inspection_on_a_running_server(server: Server, tmp_path: P
     query = run("sparql", "demo", "SELECT (COUNT(?n) AS ?c) WHERE { ?n a memory:Node }",
                 "--format", "csv", *where)
     assert query.stdout.splitlines()[1] == str(json.loads(stats.stdout)["nodes"])
+    valid = run("validate", "demo", *where)
+    assert valid.returncode == 0 and "conforms" in valid.stdout, valid.stderr
+    exported = run("export", "demo", "--format", "nquads", *where)
+    assert exported.returncode == 0 and "memory-rdf/graph/meta" in exported.stdout
+    picture = run("graph", "demo", "-o", str(tmp_path / "demo.html"), *where)
+    assert picture.returncode == 0 and (tmp_path / "demo.html").stat().st_size > 1000
     refused = run("sparql", "demo", "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }", *where)
     assert refused.returncode != 0 and "GRAPH is refused" in refused.stderr
     unknown = run("stats", "nobody", *where)
