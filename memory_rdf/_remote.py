@@ -21,10 +21,9 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
 import tenacity
 
 from memory_rdf import _vocab as V
@@ -54,6 +53,9 @@ from memory_rdf._store import (
     sparql_syntax_error,
     term_from_json,
 )
+
+if TYPE_CHECKING:  # httpx is imported when an endpoint is made, not with the package
+    import httpx
 
 __all__ = ["RemoteStore", "SparqlEndpoint", "agent_graphs", "open_remote_for_inspection",
            "remote_agent_exists", "wipe_remote_agent"]
@@ -108,6 +110,8 @@ class Retry:
     ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx."""
 
     def __init__(self, max_retries: int, initial: float, maximum: float) -> None:
+        import httpx
+
         self.attempts = max_retries + 1
         self._retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts),
@@ -154,6 +158,8 @@ class SparqlEndpoint:
         *,
         lease_seconds: float = 30.0,
     ) -> None:
+        import httpx
+
         self.query_url = _check_url("query_url", query_url)
         self.update_url = _check_url(
             "update_url", update_url if update_url is not None else query_url
@@ -210,6 +216,8 @@ class SparqlEndpoint:
              retry: Retry) -> httpx.Response:
         """POST a form (``query=…`` or ``update=…`` plus dataset parameters), retrying
         transient failures; a 4xx answer is a :class:`StoreError` saying what to fix."""
+        import httpx
+
         if self.closed:
             raise StoreError(f"the SPARQL endpoint connection {self.query_url} is closed")
 
