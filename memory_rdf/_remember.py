@@ -28,7 +28,7 @@ PREVIOUS = "上文"  # link i+1 → i
 
 #: Segments (or relation pairs) per batch model call; between two calls the remember yields
 #: to the scheduler, so one big remember does not hold every agent's recall (issue 17).
-BATCH_CHUNK = 16
+BATCH_CHUNK = 64
 
 
 class SegmentationFailed(Exception):
