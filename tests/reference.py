@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memory_rdf import Config
+from memory_rdf._text import is_cjk_text
 
 NEXT = "下文"  # link i → i+1 (SPEC §5.1 step 3)
 PREVIOUS = "上文"  # link i+1 → i
@@ -185,9 +186,10 @@ class Reference:
             if not dangling:
                 continue
             names = [rel for rel in dict.fromkeys(rel for _, rel in dangling) if rel]
+            # SPEC §5.4 v2: the perception entry in the language of the result's content
+            named, unnamed, joiner = t.perception(is_cjk_text(node["content"]))
             if names:
-                entries.append(t.forgotten_named.format(
-                    phrase=node["phrase"], relations=t.relation_separator.join(names)))
+                entries.append(named.format(phrase=node["phrase"], relations=joiner.join(names)))
             else:
-                entries.append(t.forgotten_unnamed.format(phrase=node["phrase"]))
+                entries.append(unnamed.format(phrase=node["phrase"]))
         return t.entry_separator.join(entries)
