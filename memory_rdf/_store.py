@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import threading
+import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -508,6 +509,10 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T
         try:
             box.append((True, run(cancel)))
         except BaseException as exc:  # handed to the caller
+            # The traceback's frames hold the query's result objects, which pyoxigraph
+            # refuses to drop on another thread (a RuntimeError when the caller's thread
+            # collects them): drop them here, where they were made.
+            traceback.clear_frames(exc.__traceback__)
             box.append((False, exc))
 
     worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)

@@ -130,8 +130,21 @@ def _stats(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> s
     return _json(mem.stats())
 
 
+#: Rows the ``sparql`` tool returns at most unless the call asks for more (a model's context
+#: is the reader: more rows than this is a query to narrow, and the error says so).
+SPARQL_TOOL_LIMIT = 1000
+SPARQL_TOOL_MAX_LIMIT = 100_000
+
+
 def _sparql(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
-    return _json(mem.sparql(args["query"]))
+    limit = args.get("limit", SPARQL_TOOL_LIMIT)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit > SPARQL_TOOL_MAX_LIMIT:
+        raise InvalidInputError(
+            f"limit must be at most {SPARQL_TOOL_MAX_LIMIT:,}, got {limit:,}; page with "
+            "LIMIT/OFFSET in the query")
+    if timeout is None:
+        return _json(mem.sparql(args["query"], limit=limit))
+    return _json(mem.sparql(args["query"], timeout=timeout, limit=limit))
 
 
 _TOOLS: tuple[_Tool, ...] = (
@@ -294,6 +307,10 @@ _TOOLS: tuple[_Tool, ...] = (
         properties={
             "query": {"type": "string", "minLength": 1,
                       "description": "The SPARQL query text."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": SPARQL_TOOL_MAX_LIMIT,
+                      "default": SPARQL_TOOL_LIMIT,
+                      "description": "Refuse the answer when it has more rows than this "
+                                     "(default 1000); add LIMIT to the query to page."},
         },
         required=("query",),
         run=_sparql,
@@ -371,7 +388,10 @@ def call_tool(
     :class:`~memory_rdf.MemoryManager` it goes to that agent, and an ``agent_id`` naming
     another agent is refused. ``timeout`` (seconds; None = no limit) bounds how long
     ``recall``, ``memories`` and ``forget`` wait behind the agent's earlier tasks (e.g. a
-    remember waiting for an unreachable model).
+    remember waiting for an unreachable model), and how long ``sparql`` runs (None: the
+    30 s of :meth:`~memory_rdf.MemoryManager.sparql`); ``sparql`` refuses an answer of more
+    than its ``limit`` argument's rows (default 1,000, at most 100,000) with
+    :class:`~memory_rdf.QueryLimitError`.
 
     Raises:
         InvalidInputError: unknown tool, unknown or missing argument, arguments that are not

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +19,7 @@ from memory_rdf import (
     InvalidTypeError,
     MemoryManager,
     MemorySystem,
+    QueryLimitError,
     SparqlError,
     UpdateRefusedError,
 )
@@ -138,6 +143,51 @@ def test_sparql_results_are_json(mem: MemoryManager) -> None:
     assert sorted(t[2] for t in triples) == ["JWT", "PostgreSQL"]
     with pytest.raises(SparqlError):
         call_tool(mem, "sparql", {"query": "SELEC nothing"})
+
+
+def test_sparql_tool_bounds_rows_and_time(mem: MemoryManager) -> None:
+    call_tool(mem, "remember", {"messages": [
+        {"role": "user", "content": "JWT | PostgreSQL | Redis"}]})
+    assert mem.wait_idle(timeout=30)
+    query = "SELECT ?c WHERE { ?n memory:content ?c }"
+    assert len(json.loads(call_tool(mem, "sparql", {"query": query}))) == 3  # default 1,000
+    assert len(json.loads(call_tool(mem, "sparql", {"query": query, "limit": 3}))) == 3
+    with pytest.raises(QueryLimitError, match="2"):
+        call_tool(mem, "sparql", {"query": query, "limit": 2})
+    with pytest.raises(InvalidInputError, match="at most 100,000"):
+        call_tool(mem, "sparql", {"query": query, "limit": 100_001})
+    with pytest.raises(InvalidInputError, match="limit"):
+        call_tool(mem, "sparql", {"query": query, "limit": 0})
+
+
+SPARQL_TIMEOUT_SCRIPT = """
+    import sys, time
+    from memory_rdf import MemoryManager, QueryTimeoutError
+    from memory_rdf.tools import call_tool
+    from tests.helpers import FAST, ScriptedModel
+    product = "WHERE { ?a ?p ?b . ?c ?q ?d . ?e ?r ?f . ?g ?s ?h . ?i ?t ?j . ?k ?u ?l }"
+    with MemoryManager("h", data_dir=sys.argv[1], config=FAST, model=ScriptedModel()) as mem:
+        call_tool(mem, "remember", {"messages": [{"role": "user", "content": "JWT | Redis"}]})
+        assert mem.wait_idle(timeout=30)
+        start = time.monotonic()
+        try:
+            call_tool(mem, "sparql", {"query": "SELECT (COUNT(*) AS ?n) " + product},
+                      timeout=1.0)
+        except QueryTimeoutError:
+            print("QueryTimeoutError", round(time.monotonic() - start, 1), flush=True)
+"""
+
+
+def test_sparql_tool_runs_within_the_call_timeout(tmp_path: Path) -> None:
+    # In a child: past the timeout the engine finishes an aggregate in the background.
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SPARQL_TIMEOUT_SCRIPT), str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    kind, seconds = result.stdout.split()
+    assert kind == "QueryTimeoutError" and float(seconds) < 20
 
 
 def test_optional_arguments_given_as_null_count_as_left_out(mem: MemoryManager) -> None:
