@@ -12,6 +12,13 @@ by the scheduler), and recall latency from call to result (the wait plus the sea
 time; total wall time (until every agent is idle, compression included).
 
     python benchmarks/soak.py [--agents 4] [--remembers 200] [--pause-ms 50] [--decay 0.97]
+
+``--duration S`` runs for S seconds instead of a number of remembers: the writers keep
+remembering (every ``--pause-ms``) until then, compression runs all along (every remember
+queues a slice), and the report adds the RSS curve summary (RSS at each tenth of the run and
+the slope over its second half, with the live nodes and the store's size on disk beside it):
+
+    nice -n 10 python benchmarks/soak.py --duration 1800 --pause-ms 1000
 """
 
 from __future__ import annotations
@@ -43,10 +50,54 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def disk_mb(path: Path) -> float:
+    """Size of the files under ``path`` in MB (files vanishing meanwhile are skipped)."""
+    total = 0
+    for f in path.rglob("*"):
+        try:
+            if f.is_file():
+                total += f.stat().st_size
+        except OSError:
+            pass
+    return total / 2**20
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(t, y)`` points (y per second); nan for fewer than two."""
+    if len(points) < 2:
+        return float("nan")
+    n = len(points)
+    mt = sum(t for t, _ in points) / n
+    my = sum(y for _, y in points) / n
+    var = sum((t - mt) ** 2 for t, _ in points)
+    return sum((t - mt) * (y - my) for t, y in points) / var if var else float("nan")
+
+
+def curve_summary(samples: list[tuple[float, float, int, int, int, int]],
+                  disk: list[float]) -> list[str]:
+    """RSS, nodes and disk at each tenth of the run, and the slopes over its second half."""
+    if not samples:
+        return []
+    end = samples[-1][0]
+    out = [f"{'t (s)':>7} {'RSS (MB)':>9} {'nodes':>7} {'disk (MB)':>10} {'remembers':>10}"]
+    for k in range(11):
+        i = min(range(len(samples)), key=lambda j: abs(samples[j][0] - end * k / 10))
+        t, rss, issued, _, nodes, _ = samples[i]
+        out.append(f"{t:7.0f} {rss:9.1f} {nodes:7d} {disk[i]:10.1f} {issued:10d}")
+    half = [(s, d) for s, d in zip(samples, disk, strict=True) if s[0] >= end / 2]
+    out.append(f"second half: RSS {slope([(s[0], s[1]) for s, _ in half]):+.3f} MB/s, "
+               f"nodes {slope([(s[0], s[4]) for s, _ in half]):+.2f}/s, "
+               f"disk {slope([(s[0], d) for s, d in half]):+.3f} MB/s")
+    return out
+
+
 class Soak:
     def __init__(self, agents: list[MemoryManager], remembers: int, pause: float,
-                 reader_pause: float, seed: int) -> None:
+                 reader_pause: float, seed: int, duration: float = 0.0,
+                 data_dir: Path | None = None) -> None:
         self.agents = agents
+        self.duration = duration
+        self.data_dir = data_dir
         self.remembers = remembers
         self.pause = pause
         self.reader_pause = reader_pause
@@ -59,13 +110,21 @@ class Soak:
         self.writers_done = threading.Event()
         self.finished = threading.Event()
         self.samples: list[tuple[float, float, int, int, int, int]] = []
+        self.disk: list[float] = []  # MB on disk of every agent's store, at each sample
         self.start = 0.0
 
     def writer(self, index: int) -> None:
         mem = self.agents[index]
         rng = random.Random(self.seed * 1000 + index)
         try:
-            for i in range(self.remembers):
+            i = -1
+            while True:
+                i += 1
+                if self.duration:
+                    if time.perf_counter() - self.start >= self.duration:
+                        break
+                elif i >= self.remembers:
+                    break
                 messages = [
                     {"role": rng.choice(["user", "assistant"]), "content": sentence(rng, i * 3 + k)}
                     for k in range(rng.randint(1, 3))
@@ -109,9 +168,11 @@ class Soak:
                     continue
                 nodes += st["nodes"]
                 pending += st["pending_tasks"]
+            disk = disk_mb(self.data_dir) if self.data_dir is not None else float("nan")
             with self.lock:
                 self.samples.append((time.perf_counter() - self.start, rss_mb(), self.issued,
                                      len(self.recall_ms), nodes, pending))
+                self.disk.append(disk)
             if self.finished.wait(1.0):
                 return
 
@@ -155,22 +216,28 @@ def main() -> None:
     parser.add_argument("--decay", type=float, default=Config().decay_rate,
                         help="Config.decay_rate (lower forgets sooner)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="run this many seconds (writers keep remembering) instead of "
+                             "--remembers per agent")
+    parser.add_argument("--print-every", type=float, default=1.0,
+                        help="seconds between the printed RSS rows (sampled every second)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="keep the stores here (default: a temporary directory)")
     args = parser.parse_args()
 
     config = Config(auto_compress=True, decay_rate=args.decay,
                     max_queue_size=max(1000, args.remembers + 10))
+    what = (f"{args.duration:g} s" if args.duration else f"{args.remembers} remembers")
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data_dir or Path(tmp)
-        print(f"soak: {args.agents} agents x {args.remembers} remembers, writer pause "
+        print(f"soak: {args.agents} agents x {what}, writer pause "
               f"{args.pause_ms:g} ms, decay {args.decay:g}, HeuristicModel, auto_compress, "
               f"data in {data_dir}")
         rss_start = rss_mb()
         with MemorySystem(data_dir=data_dir, model=HeuristicModel(), config=config) as system:
             agents = [system.agent(f"soak_{i:02d}") for i in range(args.agents)]
             soak = Soak(agents, args.remembers, args.pause_ms / 1000,
-                        args.reader_pause_ms / 1000, args.seed)
+                        args.reader_pause_ms / 1000, args.seed, args.duration, data_dir)
             wall = soak.run()
             finals = [mem.stats() for mem in agents]
             waits_ms = [w * 1000 for mem in agents
@@ -182,8 +249,16 @@ def main() -> None:
         print("\nRSS over time")
         print(f"{'t (s)':>7} {'RSS (MB)':>9} {'remembers':>10} {'recalls':>8} {'nodes':>7} "
               f"{'pending':>8}")
+        shown = -1e9
         for t, rss, issued, recalls, nodes, pending in soak.samples:
+            if t - shown < args.print_every:
+                continue
+            shown = t
             print(f"{t:7.1f} {rss:9.1f} {issued:10d} {recalls:8d} {nodes:7d} {pending:8d}")
+
+        print("\nRSS curve")
+        for line in curve_summary(soak.samples, soak.disk):
+            print("  " + line)
 
         print("\nLatency")
         print(f"  recall queue wait:      {fmt(waits_ms)}   (last {RECENT_WAITS} per agent)")
