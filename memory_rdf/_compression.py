@@ -29,7 +29,9 @@ from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore, chunks
 from memory_rdf._store import (
     MemoryStore,
+    Term,
     WriteBatch,
+    iri_ref,
     link_ref,
     lit,
     node_id,
@@ -114,6 +116,7 @@ class _Chunk:
     keyword_index: bool = True
     nodes: dict[str, _Node] = field(default_factory=dict)
     links: dict[LinkKey, float] = field(default_factory=dict)
+    refs: dict[LinkKey, str] = field(default_factory=dict)  # link IRIs as read
     by_node: dict[str, list[LinkKey]] = field(default_factory=dict)
     # what the store holds now (as of the last write) for changed values
     stored_links: dict[LinkKey, float] = field(default_factory=dict)
@@ -128,14 +131,32 @@ class _Chunk:
         refs = [node_ref(i) for i in ids]
         for iri, content, original, scans, key in store.rows(render("scan_state", nodes=refs)):
             chunk.nodes[node_id(iri)] = _Node(content, int(original), int(scans), int(key))
-        for s, t, w in store.rows(render("touching_links", nodes=refs)):
-            chunk.links.setdefault((node_id(s), node_id(t)), float(w))
         wanted = set(ids)
+        odd: dict[str, float] = {}  # links whose IRI does not name their ends
+        for iri, w in store.rows(render("chunk_links", nodes=refs)):
+            ends = link_ends(iri)
+            if ends is None or not (ends[0] in wanted or ends[1] in wanted):
+                odd.setdefault(iri, float(w))
+            else:
+                chunk.links.setdefault(ends, float(w))
+                chunk.refs.setdefault(ends, iri)
+        if odd:
+            query = render("link_ends", links=[iri_ref(i) for i in odd])
+            for iri, s, t in store.rows(query):
+                key = (node_id(s), node_id(t))
+                if iri in odd and key not in chunk.links:
+                    chunk.links[key] = odd[iri]
+                    chunk.refs[key] = iri
         for key in sorted(chunk.links):
             for end in dict.fromkeys(key):
                 if end in wanted:
                     chunk.by_node.setdefault(end, []).append(key)
         return chunk
+
+    def ref(self, key: LinkKey) -> Term:
+        """The link's IRI as read (serialized), else the one derived from its ends."""
+        iri = self.refs.get(key)
+        return iri_ref(iri) if iri is not None else link_ref(*key)
 
     def touching(self, nid: str) -> list[LinkKey]:
         return [k for k in self.by_node.get(nid, ()) if k in self.links]
@@ -164,19 +185,20 @@ class _Chunk:
         self.forgotten.append(nid)
 
     def flush(self, store: MemoryStore) -> None:
-        """Write the net change since the last flush as one update."""
+        """Write the net change since the last flush as one update (a few operations whatever
+        the number of nodes: the deletions by pattern take the nodes and links as VALUES)."""
         batch = WriteBatch()
-        for nid in self.forgotten:
-            forget_ops(batch, nid)
-        for source, target in self.removed_links:
-            batch.update("delete_link", link=link_ref(source, target))
-            batch.delete([triple(node_ref(source), V.LINK_P, node_ref(target))])
-        for nid, _ in self.rewrites:
-            batch.update("delete_node_text", node=node_ref(nid))
+        if self.forgotten:
+            batch.update("forget_nodes", nodes=[node_ref(n) for n in self.forgotten])
+        if self.removed_links:
+            batch.update("delete_links", links=[self.ref(k) for k in self.removed_links])
+            batch.delete(triple(node_ref(s), V.LINK_P, node_ref(t)) for s, t in self.removed_links)
+        if self.rewrites:
+            batch.update("delete_node_texts", nodes=[node_ref(n) for n, _ in self.rewrites])
         deletes: list[str] = []
         inserts: list[str] = []
         for key, old in self.stored_links.items():
-            lref = link_ref(*key)
+            lref = self.ref(key)
             deletes.append(triple(lref, V.STRENGTH, lit(old)))
             inserts.append(triple(lref, V.STRENGTH, lit(self.links[key])))
         for nid, (scans, skey) in self.stored_scans.items():
@@ -196,6 +218,17 @@ class _Chunk:
         self.removed_links.clear()
         self.forgotten.clear()
         self.rewrites.clear()
+
+
+def link_ends(iri: str) -> LinkKey | None:
+    """``(source, target)`` of a link IRI ``link:{source}--{target}`` (SPEC §2), or None when
+    the IRI is not of that form (its ends are then read from the store)."""
+    if not iri.startswith(V.LINK):
+        return None
+    source, sep, target = iri[len(V.LINK):].partition("--")
+    if not sep or not source or not target or "--" in target:
+        return None
+    return source, target
 
 
 def _text_triples(ref: str, p: Processed, keyword_index: bool) -> list[str]:

@@ -59,7 +59,8 @@ def test_every_update_file_parses_and_has_a_header(graphs: _store.Graphs) -> Non
         if graphs.memory is None and "$memory" in text:
             continue  # names the memory graph: for endpoints only (wipe_agent)
         node = _store.node_ref("0" * 32)
-        params = {"node": node, "link": _store.link_ref("0" * 32, "1" * 32),
+        params = {"node": node, "link": _store.link_ref("0" * 32, "1" * 32), "nodes": [node],
+                  "links": [_store.link_ref("0" * 32, "1" * 32)],
                   "task": _store.iri_ref(_store.V.TASK + "0" * 32), "lease": node,
                   "holder": _store.lit("me"), "now": _store.lit(1), "expires": _store.lit(2)}
         batch = _store.WriteBatch()
