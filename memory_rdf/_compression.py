@@ -42,8 +42,11 @@ from memory_rdf._store import (
 from memory_rdf._text import index_terms
 from memory_rdf._types import Processed, SmallModel, check_processed, clean_keywords
 
-#: Nodes whose state is read and written together within a slice.
-CHUNK_SIZE = 50
+#: Nodes whose state is read and written together within a slice: the default
+#: ``compression_batch_size``, so that a default slice is two reads and one write (measured at
+#: 100k nodes: 540 against 430 scans/s with chunks of 50, the links between the two halves of
+#: a slice then written twice).
+CHUNK_SIZE = 100
 #: Fixed pool: importance is measured on this many non-focus nodes (plus one per node to
 #: evict). SPEC §5.3 asks for at least 16. The window sits at a random offset in scan order, so
 #: its nodes are of similar age and scan count rather than independent draws: 32 keeps the

@@ -56,7 +56,7 @@ def remember(mem: MemoryManager, ref: Reference, model: OvershootModel, segs: li
 @pytest.mark.parametrize(
     ("batch", "overshoot", "decay", "expect"),
     [
-        # chunks of 50, 50, 20: forgetting, links breaking, dangling links
+        # two full chunks and part of a third: forgetting, links breaking, dangling links
         (CHUNK_SIZE * 2 + 20, 1.0, 0.5, ("forgotten", "links_removed", "compressed")),
         # slices end inside the second chunk; compression on every scan
         (CHUNK_SIZE + 7, 1.0, 0.9, ("compressed",)),
@@ -76,7 +76,7 @@ def test_batched_slices_equal_per_node_scans(
     ref = Reference(config)
     totals: Counter[str] = Counter()
     with MemoryManager("agent", data_dir=tmp_path, config=config, model=model) as mem:
-        for r in range(26):  # 130 nodes: more than two chunks
+        for r in range((CHUNK_SIZE * 2 + 30) // 5):  # more than two chunks
             remember(mem, ref, model, [segment(r * 5 + k) for k in range(5)])
         check_same(mem, ref)
         for step in range(8):
@@ -102,7 +102,7 @@ def test_index_terms_follow_the_compressed_text(tmp_path: Path) -> None:
     model = OvershootModel()
     ref = Reference(config)
     with MemoryManager("agent", data_dir=tmp_path, config=config, model=model) as mem:
-        for r in range(24):
+        for r in range((CHUNK_SIZE * 2 + 20) // 5):
             remember(mem, ref, model, [segment(r * 5 + k) for k in range(5)])
         compressed = sum(mem.run_compression_slice(timeout=60)["compressed"]
                          for _ in range(6))
