@@ -272,7 +272,7 @@ class Compressor:
 
     def next_batch(self, limit: int) -> list[str]:
         """The next ``limit`` nodes in scan order (SPEC §5.3), read from the scanOrder index."""
-        rows = self.store.rows(self.store.render("scan_order", limit=int(limit)))
+        rows = self.store.index_rows(self.store.render("scan_order", limit=int(limit)))
         keys = [int(k) for _, k in rows]
         if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
             self.index_fallbacks += 1
@@ -402,7 +402,8 @@ class Compressor:
             size = EVICTION_SAMPLE + excess
             offset = self._rng.randrange(max(candidates - size, 0) + 1)
             query = render("eviction_sample", offset=int(offset), size=int(size))
-            sample = [n for n in (node_id(r[0]) for r in self.store.rows(query)) if n not in focus]
+            sample = [n for n in (node_id(r[0]) for r in self.store.index_rows(query))
+                      if n not in focus]
             ranked = sorted(sample, key=lambda n: (self.links.importance(n), n))
             victims = ranked[:excess]
             for victim in victims:

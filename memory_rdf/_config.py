@@ -98,6 +98,9 @@ class Config:
     max_entry_nodes: int = 10
     recall_max_chars: int | None = 2000
     max_remember_chars: int = 100_000
+    #: Serve reads from an in-memory copy of the store (embedded stores): True, False, or
+    #: None = when it fits a quarter of the memory available at open (~12 kB per node).
+    read_mirror: bool | None = None
     templates: Templates = Templates()
 
     def __post_init__(self) -> None:
@@ -111,6 +114,10 @@ class Config:
             if f.name in ("auto_compress", "keyword_index"):
                 if not isinstance(value, bool):
                     raise ConfigError(f"{f.name} must be a bool, got {value!r}")
+                continue
+            if f.name == "read_mirror":
+                if value is not None and not isinstance(value, bool):
+                    raise ConfigError(f"read_mirror must be a bool or None, got {value!r}")
                 continue
             if f.name in ("max_nodes", "recall_max_chars") and value is None:
                 continue

@@ -345,7 +345,7 @@ class MemoryManager:
 
     def _open_store(self) -> MemoryStore:
         if self.endpoint is None:
-            return AgentStore(self.path)
+            return AgentStore(self.path, mirror=self.config.read_mirror)
         cfg = self.config
         return RemoteStore(
             self.endpoint, self.agent_id, max_retries=cfg.max_retries,

@@ -1,0 +1,182 @@
+"""The read mirror (issue 16, ``Config.read_mirror``): an in-memory copy of the agent's store
+answers its reads, kept in step with every commit. On real stores: the mirror holds exactly the
+disk store's quads after remember, compression, forget, purge and a bulk load; recall and
+``sparql()`` answer the same with the mirror on and off; the automatic choice; bad values;
+a mirror that fails to apply an update is rebuilt from disk."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+import pytest
+
+from memory_rdf import Config, ConfigError, MemoryManager, _store
+from memory_rdf._store import AgentStore, mirror_fits
+
+from helpers import FAST, ScriptedModel, remember
+
+MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=30)
+NO_MIRROR = FAST.replace(read_mirror=False, focus_limit=3, delete_threshold=30)
+
+RECALLS: list[tuple[list[str], list[str] | None, int]] = [
+    ([], None, 1), ([], None, 2), ([], None, 4), (["JWT"], None, 3),
+    (["token", "release"], None, 4), (["Miso"], ["owns"], 2),
+]
+QUERIES = [
+    "SELECT ?n ?c WHERE { ?n memory:content ?c } ORDER BY ?n",
+    "SELECT ?s ?t ?w ?r WHERE { ?l memory:source ?s ; memory:target ?t ; memory:strength ?w "
+    "OPTIONAL { ?l memory:relation ?r } } ORDER BY ?s ?t",
+    "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }",
+    "ASK { ?n memory:keyword \"JWT\" }",
+    "CONSTRUCT { ?n memory:phrase ?p } WHERE { ?n memory:phrase ?p }",
+]
+
+
+def quads(store: ox.Store) -> set[str]:
+    return {str(q) for q in store.quads_for_pattern(None, None, None, None)}
+
+
+def assert_in_step(mem: MemoryManager) -> None:
+    """The mirror holds exactly the disk store's quads (every graph)."""
+    store = mem._store
+    assert isinstance(store, AgentStore)
+    assert store.wait_mirror(60), store.mirror_state
+    assert store._mirror is not None and store._mirror.store is not None
+    assert quads(store._mirror.store) == quads(store.store)
+
+
+def answers(mem: MemoryManager) -> list[Any]:
+    out: list[Any] = [mem.recall(k, relations=r, depth=d, max_chars=0) for k, r, d in RECALLS]
+    # (a CONSTRUCT has no order: the engines' iteration orders differ)
+    out += [sorted(a) if isinstance(a, list) and q.startswith("CONSTRUCT") else a
+            for q in QUERIES for a in [mem.sparql(q)]]
+    out.append(mem.stats()["nodes"])
+    return out
+
+
+def build(mem: MemoryManager, model: ScriptedModel) -> None:
+    model.relations[("Li Na owns the release", "we decided JWT for login")] = "owns"
+    remember(mem, "we decided JWT for login | the token expires after two hours")
+    remember(mem, "Li Na owns the release | the release is on December 15")
+    remember(mem, "the cat is called Miso | Miso likes the JWT talk")
+
+
+def test_mirror_stays_in_step_and_answers_as_the_disk_store(
+    data_dir: Path, model: ScriptedModel
+) -> None:
+    states: list[list[Any]] = []
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        assert_in_step(mem)  # an empty store
+        build(mem, model)
+        assert_in_step(mem)
+        states.append(answers(mem))
+        for _ in range(4):  # decay, shortening (delete_threshold 30), forgetting
+            mem.run_compression_slice()
+        assert_in_step(mem)
+        ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
+        assert mem.forget([ids["the token expires after two hours"]]) == 1
+        assert_in_step(mem)
+        remember(mem, "my address is 42 Wallaby Way | the cat sleeps a lot")
+        assert_in_step(mem)
+        ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
+        assert mem.forget([ids["my address is 42 Wallaby Way"]], purge=True) == 1
+        assert_in_step(mem)  # rebuilt from the rewritten store
+        assert mem._store.mirror_state == "on"  # type: ignore[union-attr]
+        states.append(answers(mem))
+        assert "Wallaby" not in str(states[-1])
+    # the same store, read from disk: every answer identical
+    with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+        assert mem._store.mirror_state == "off"  # type: ignore[union-attr]
+        assert answers(mem) == states[-1]
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        assert_in_step(mem)
+        assert answers(mem) == states[-1]
+
+
+def test_answers_before_and_after_the_mirror_is_built_agree(
+    tmp_path: Path, data_dir: Path, model: ScriptedModel
+) -> None:
+    with MemoryManager("a", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+        build(mem, model)
+        mem.run_compression_slice()
+        disk = answers(mem)
+    with MemoryManager("a", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        assert_in_step(mem)
+        assert answers(mem) == disk
+
+
+def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Config().read_mirror is None
+    assert mirror_fits(100_000, 8 * 2**30)  # 1.2 GB of 8 GB free: yes
+    assert not mirror_fits(1_000_000, 8 * 2**30)  # 12 GB: no
+    assert mirror_fits(10_000, None) and not mirror_fits(1_000_000, None)  # 1 GiB fallback
+    with MemoryManager("auto", data_dir=data_dir, config=FAST, model=model) as mem:
+        build(mem, model)
+        assert_in_step(mem)
+    # the same store when (as measured at open) no memory is available: no mirror
+    monkeypatch.setattr(_store, "available_memory", lambda: 0)
+    with MemoryManager("auto", data_dir=data_dir, config=FAST, model=model) as mem:
+        store = mem._store
+        assert isinstance(store, AgentStore)
+        assert not store.wait_mirror(60)
+        assert store.mirror_state == "too large"
+        assert "JWT" in mem.recall(["JWT"], depth=2)
+    # False: never; True: whatever the memory
+    with MemoryManager("auto", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+        assert mem._store.mirror_state == "off"  # type: ignore[union-attr]
+    with MemoryManager("auto", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        assert_in_step(mem)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, 0, 0.5, "None"])
+def test_bad_read_mirror_values_are_refused(value: object) -> None:
+    with pytest.raises(ConfigError, match="read_mirror must be a bool or None"):
+        Config(read_mirror=value)  # type: ignore[arg-type]
+
+
+def test_a_mirror_that_fails_an_update_is_rebuilt_from_disk(
+    tmp_path: Path, data_dir: Path, model: ScriptedModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = tmp_path / "other"
+    ox.Store(str(other)).flush()
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        remember(mem, "we decided JWT for login | the token expires after two hours")
+        assert_in_step(mem)
+        store = mem._store
+        assert isinstance(store, AgentStore) and store._mirror is not None
+        # a real store that refuses every update stands in for a mirror gone wrong
+        store._mirror.store = ox.Store.read_only(str(other))
+        with caplog.at_level(logging.WARNING, logger="memory_rdf"):
+            remember(mem, "Li Na owns the release")
+        assert "did not apply an update" in caplog.text
+        assert "JWT" in mem.recall(["JWT"], depth=2)  # from disk, or from the rebuilt mirror
+        assert_in_step(mem)
+        assert "Li Na" in mem.recall(["Li Na"], depth=2)
+
+
+def test_bulk_load_and_close_while_building(tmp_path: Path) -> None:
+    from benchmarks._workload import generate
+
+    path = tmp_path / "big"
+    generate(path, 1500, progress=False)
+    nquads = tmp_path / "extra.nq"
+    nquads.write_text('<https://example.org/s> <https://example.org/p> "o" .\n')
+    store = AgentStore(path, mirror=True)
+    assert store.mirror_state == "loading"
+    store.close()  # stops the build: the lock is released at once
+    store = AgentStore(path, mirror=True)
+    try:
+        assert store.wait_mirror(120)
+        store.bulk_load_nquads(nquads)  # outside commit(): the mirror is built again
+        assert store.wait_mirror(120)
+        assert store._mirror is not None and store._mirror.store is not None
+        assert quads(store._mirror.store) == quads(store.store)
+        assert store.ask("ASK { <https://example.org/s> <https://example.org/p> \"o\" }")
+    finally:
+        store.close()
+    shutil.rmtree(path)
