@@ -581,17 +581,18 @@ class _Sink:
 
 #: Memory the read mirror takes per memory node: measured on the benchmark suite's workload
 #: (pyoxigraph 0.5.13, ~85 triples per node: 12 links out of each node, each a resource of
-#: 4–5 triples; terms and keywords), RSS growth after loading divided by nodes — 11.9 kB at
-#: 10k nodes and 11.2 kB at 100k (benchmarks/PROFILE.md, "The read mirror"). Rounded up.
-MIRROR_BYTES_PER_NODE = 12_000
+#: 4–5 triples; terms and keywords) as the process's RSS growth once the mirror is built,
+#: divided by the nodes: 39 kB at 10k nodes, 31 kB at 100k (benchmarks/PROFILE.md, "The read
+#: mirror"). Oxigraph's in-memory store takes ~330 bytes per triple.
+MIRROR_BYTES_PER_NODE = 32_000
 #: The automatic choice (``Config.read_mirror=None``) mirrors a store when its estimated size
 #: (nodes at open × MIRROR_BYTES_PER_NODE) is at most this share of the memory available then:
-#: on the 24 GB machine of the benchmarks, up to ~400k nodes with 20 GB free.
+#: on the 24 GB machine of the benchmarks, with 19 GB available, up to ~150k nodes.
 MIRROR_MEMORY_SHARE = 0.25
 #: The budget when the available memory cannot be read (not Linux, no sysconf): 1 GiB.
 MIRROR_FALLBACK_BUDGET = 1 << 30
-#: Bytes of N-Triples loaded into the mirror at a time while it is built (the copy streams:
-#: the whole serialization is never held in memory, and close() stops the build between two).
+#: Bytes of N-Quads loaded into the mirror at a time while it is built (the copy streams:
+#: the whole dump is never held in memory, and close() stops the build between two chunks).
 MIRROR_CHUNK = 4 << 20
 
 
@@ -621,21 +622,25 @@ class _Cancelled(Exception):
 
 
 class _LoadSink:
-    """Where the serializer writes the disk store's N-Triples while the mirror is built: each
-    full chunk (cut at a line end) is loaded into the mirror at once."""
+    """Where the disk store's dump (N-Quads) goes while the mirror is built: each full chunk
+    (cut at a line end) is loaded into the mirror at once. ``started`` is called at the first
+    write: the dump has taken its snapshot by then."""
 
-    def __init__(self, target: ox.Store, cancel: threading.Event) -> None:
+    def __init__(self, target: ox.Store, cancel: threading.Event,
+                 started: Callable[[], None]) -> None:
         self._target = target
         self._cancel = cancel
+        self._started = started
         self._buffer = bytearray()
 
     def write(self, data: bytes) -> int:
+        self._started()
         if self._cancel.is_set():
             raise _Cancelled
         self._buffer += data
         if len(self._buffer) >= MIRROR_CHUNK:
             cut = self._buffer.rfind(b"\n") + 1
-            self._target.load(bytes(self._buffer[:cut]), format=ox.RdfFormat.N_TRIPLES)
+            self._target.load(bytes(self._buffer[:cut]), format=ox.RdfFormat.N_QUADS)
             del self._buffer[:cut]
         return len(data)
 
@@ -644,7 +649,7 @@ class _LoadSink:
 
     def close(self) -> None:
         if self._buffer:
-            self._target.load(bytes(self._buffer), format=ox.RdfFormat.N_TRIPLES)
+            self._target.load(bytes(self._buffer), format=ox.RdfFormat.N_QUADS)
             self._buffer.clear()
 
 
@@ -655,10 +660,11 @@ class _Mirror:
     per joined row than RocksDB (benchmarks/PROFILE.md).
 
     Built in a background thread when the store opens (reads go to disk until it is ready):
-    the disk store's contents are read from one snapshot taken under the write lock; every
-    update committed from then on is queued and applied once the copy is in, so the mirror
-    is exactly the disk store from then on. Each commit applies its update to the disk store
-    first (the truth, and the journal), then to the mirror (:meth:`apply`). A mirror that
+    the disk store is dumped (N-Quads, streamed in chunks into the mirror) from one snapshot,
+    taken while the write lock is held; every update committed after it is queued and applied
+    once the copy is in, so the mirror is exactly the disk store from then on. Each commit
+    applies its update to the disk store first (the truth, and the journal), then to the
+    mirror (:meth:`apply`). A mirror that
     fails to apply an update is dropped (reads go back to disk) and rebuilt once; a second
     failure leaves the store without one. Both are logged as warnings.
     """
@@ -725,22 +731,31 @@ class _Mirror:
                              owner.location, nodes, nodes * MIRROR_BYTES_PER_NODE // 2**20)
                     return
             mirror = ox.Store()
-            with owner._write_lock:
+            lock = owner._write_lock
+            lock.acquire()
+            held = True
+
+            def snapshot_taken() -> None:
+                # The dump reads one snapshot, taken before its first write: commits from
+                # now on are queued (apply()) and replayed once the copy is in.
+                nonlocal held
+                if held:
+                    held = False
+                    lock.release()
+
+            try:
                 if self._cancel.is_set():
                     raise _Cancelled
-                # One snapshot: a query's results come from the store as it was when the
-                # query was made (measured), and no commit runs while the lock is held.
-                named = [(g, list(disk.quads_for_pattern(None, None, None, g)))
-                         for g in list(disk.named_graphs())]
-                default = disk.query("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }")
-                assert isinstance(default, ox.QueryTriples)
+                for graph in list(disk.named_graphs()):
+                    mirror.add_graph(graph)
                 self._pending = []
-            for graph, quads in named:
-                mirror.add_graph(graph)
-                mirror.extend(quads)
-            sink = _LoadSink(mirror, self._cancel)
-            default.serialize(sink, format=ox.RdfFormat.N_TRIPLES)  # type: ignore[arg-type]
-            sink.close()
+                sink = _LoadSink(mirror, self._cancel, snapshot_taken)
+                disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+                snapshot_taken()
+                sink.close()
+            finally:
+                if held:
+                    lock.release()
             with owner._write_lock:
                 if self._cancel.is_set():
                     raise _Cancelled
