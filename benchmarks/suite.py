@@ -56,6 +56,7 @@ from benchmarks._common import FastModel, percentiles, sentence
 from benchmarks._workload import check_against_remember, generate
 from benchmarks.peers import Peer, Query, Snapshot, Timer, all_peers
 from memory_rdf import Config, HeuristicModel, MemoryManager, Processed, SmallModel, Templates
+from memory_rdf._store import AgentStore
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results"
@@ -230,6 +231,12 @@ class SizeRun:
         with MemoryManager(path.name, data_dir=self.work, config=cfg, model=self.model) as mem:
             out["rss_after_open_bytes"] = rss_bytes()
             out["rss_open_delta_bytes"] = out["rss_after_open_bytes"] - rss_before_open
+            # Recall is timed once the read mirror (if any) serves the reads.
+            start = time.perf_counter()
+            if isinstance(mem._store, AgentStore):
+                mem._store.wait_mirror()
+                out["read_mirror"] = mem._store.mirror_state
+            out["read_mirror_wait_s"] = time.perf_counter() - start
             stats = mem.stats()
             out.update(nodes=stats["nodes"], links=stats["links"],
                        dangling_links=stats["dangling_links"])
@@ -276,6 +283,8 @@ class SizeRun:
                 ("compression_builtin_model", twin.name, HeuristicModel()),
             ):
                 with MemoryManager(name, data_dir=self.work, config=cfg, model=model) as mem:
+                    if isinstance(mem._store, AgentStore):
+                        mem._store.wait_mirror()  # steady state: not beside its build
                     out["metrics"][key] = self.compression(mem)
         finally:
             shutil.rmtree(twin, ignore_errors=True)
@@ -688,13 +697,17 @@ start = time.perf_counter()
 with MemoryManager(path.name, data_dir=path.parent, config=Config(auto_compress=False)) as mem:
     opened_s = time.perf_counter() - start
     opened = rss()
+    mirrored = mem._store.wait_mirror()  # the read mirror (Config.read_mirror=None: automatic)
+    mirror_s = time.perf_counter() - start
+    after_mirror = rss()
     for depth in (2, 4):
         for words in ([], ["login"], ["登录"]):
             for _ in range(5):
                 mem.recall(words, depth=depth)
     recalled = rss()
 print(json.dumps({"interpreter": base, "after_import": imported, "after_open": opened,
-                  "after_recalls": recalled, "open_s": opened_s}))
+                  "after_recalls": recalled, "open_s": opened_s, "mirror": mirrored,
+                  "mirror_ready_s": mirror_s, "after_mirror": after_mirror}))
 """
 
 
@@ -942,6 +955,12 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
             f"{fresh['after_open'] / mb:.0f} / {fresh['after_recalls'] / mb:.0f} MB | "
             f"after importing memory_rdf | {fresh['after_import'] / mb:.0f} MB | "
             f"+{(fresh['after_recalls'] - fresh['after_import']) / mb:.0f} MB |")
+        if fresh.get("mirror"):
+            grown = fresh["after_mirror"] - fresh["after_open"]
+            rows.append(
+                f"| read mirror (fresh process): ready after / RSS added | "
+                f"{fresh['mirror_ready_s']:.1f} s / {grown / mb:.0f} MB | per node | "
+                f"{grown / max(1, size.get('nodes', 1)) / 1000:.1f} kB | |")
     rows.append(f"| RSS of the benchmark process after open / end / peak | "
                 f"{size['rss_after_open_bytes'] / 2**20:.0f} / "
                 f"{size['rss_end_bytes'] / 2**20:.0f} / {size['rss_peak_bytes'] / 2**20:.0f} MB "
