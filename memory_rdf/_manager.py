@@ -483,6 +483,15 @@ class MemoryManager:
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
         seconds = check_timeout(timeout, zero=True)
+        if seconds is None:
+            # An idle agent's recall runs in the calling thread (same order as queued).
+            args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
+            window = _window(since, until)
+            self._check_open()
+            future: Future[str] = Future()
+            if self._system._scheduler.run_inline(self.agent_id, self._recall_task(
+                    args, window, future)):
+                return future.result()
         future = self.recall_async(
             keywords, relations, depth, entry=entry, since=since, until=until,
             limit=limit, max_chars=max_chars,
@@ -549,15 +558,20 @@ class MemoryManager:
         future: Future[str] = Future()
         if seconds is not None:
             self._expire(future, seconds, "recall")
+        self._system._scheduler.submit(
+            self.agent_id, self._recall_task(args, window, future), self.config.max_queue_size
+        )
+        return future
 
+    def _recall_task(
+        self, args: tuple[list[str], list[str] | None, int, str, int, int | None],
+        window: Window | None, future: Future[str],
+    ) -> Task:
         def start() -> Generator[Backoff, None, str]:
             return self._recall_now(*args, window=window)
             yield  # pragma: no cover  (makes this a generator)
 
-        self._system._scheduler.submit(
-            self.agent_id, Task(TaskKind.RECALL, start, future=future), self.config.max_queue_size
-        )
-        return future
+        return Task(TaskKind.RECALL, start, future=future)
 
     async def arecall(
         self,

@@ -186,3 +186,29 @@ def test_bulk_load_and_close_while_building(tmp_path: Path) -> None:
     finally:
         store.close()
     shutil.rmtree(path)
+
+
+def test_recalls_from_many_threads_agree(data_dir: Path, model: ScriptedModel) -> None:
+    """An idle agent's recall runs in the calling thread; concurrent callers take turns (the
+    agent is busy while one runs) and a recall still waits behind a remember made before."""
+    import threading
+
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        build(mem, model)
+        want = [mem.recall(k, relations=r, depth=d, max_chars=0) for k, r, d in RECALLS]
+        got: list[list[str]] = []
+
+        def run() -> None:
+            got.append([mem.recall(k, relations=r, depth=d, max_chars=0)
+                        for _ in range(10) for k, r, d in RECALLS])
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert got == [want * 10] * 4
+        model.delay = 0.2
+        mem.remember([{"role": "user", "content": "a slow remember about Zanzibar"}])
+        assert "Zanzibar" in mem.recall(["Zanzibar"], depth=0)  # waited behind it
+        assert mem.wait_idle(30)
