@@ -47,12 +47,18 @@ from memory_rdf._types import Processed, SmallModel, check_processed, clean_keyw
 #: 100k nodes: 540 against 430 scans/s with chunks of 50, the links between the two halves of
 #: a slice then written twice).
 CHUNK_SIZE = 100
-#: Fixed pool: importance is measured on this many non-focus nodes (plus one per node to
-#: evict). SPEC §5.3 asks for at least 16. The window sits at a random offset in scan order, so
-#: its nodes are of similar age and scan count rather than independent draws: 32 keeps the
-#: importance queries cheap while covering the spread of importance within an age band; the
-#: OFFSET itself is linear in the store size (measured: README, Fixed pool).
+#: Fixed pool: importance is measured on this many non-focus candidates (plus one per node to
+#: evict); SPEC §5.3 asks for at least 16. The candidates are the least important nodes the
+#: compression scans saw (each scan computes a node's importance anyway, and an old node only
+#: loses importance: it gets no new links), measured again when a node must go. Before the
+#: scans have seen enough nodes (a new store, ``auto_compress=False``), a window at a random
+#: offset in scan order fills the sample: nodes of similar age rather than independent
+#: draws, and an OFFSET linear in the store size (measured: README, Fixed pool).
 EVICTION_SAMPLE = 32
+#: At least this many candidates are measured (SPEC §5.3).
+MIN_SAMPLE = 16
+#: The least important scanned nodes kept in memory as eviction candidates.
+WEAK_KEPT = 256
 
 LinkKey = tuple[str, str]
 
@@ -119,7 +125,7 @@ class _Chunk:
     keyword_index: bool = True
     nodes: dict[str, _Node] = field(default_factory=dict)
     links: dict[LinkKey, float] = field(default_factory=dict)
-    refs: dict[LinkKey, str] = field(default_factory=dict)  # link IRIs as read
+    refs: dict[LinkKey, Term] = field(default_factory=dict)  # link IRIs as read
     by_node: dict[str, list[LinkKey]] = field(default_factory=dict)
     # what the store holds now (as of the last write) for changed values
     stored_links: dict[LinkKey, float] = field(default_factory=dict)
@@ -140,16 +146,15 @@ class _Chunk:
             ends = link_ends(iri)
             if ends is None or not (ends[0] in wanted or ends[1] in wanted):
                 odd.setdefault(iri, float(w))
-            else:
-                chunk.links.setdefault(ends, float(w))
-                chunk.refs.setdefault(ends, iri)
+            elif ends not in chunk.links:
+                chunk.links[ends] = float(w)
         if odd:
             query = render("link_ends", links=[iri_ref(i) for i in odd])
             for iri, s, t in store.rows(query):
                 key = (node_id(s), node_id(t))
                 if iri in odd and key not in chunk.links:
                     chunk.links[key] = odd[iri]
-                    chunk.refs[key] = iri
+                    chunk.refs[key] = iri_ref(iri)
         for key in sorted(chunk.links):
             for end in dict.fromkeys(key):
                 if end in wanted:
@@ -157,9 +162,9 @@ class _Chunk:
         return chunk
 
     def ref(self, key: LinkKey) -> Term:
-        """The link's IRI as read (serialized), else the one derived from its ends."""
-        iri = self.refs.get(key)
-        return iri_ref(iri) if iri is not None else link_ref(*key)
+        """The link's IRI: derived from its ends, unless it was read in another form."""
+        ref = self.refs.get(key)
+        return ref if ref is not None else link_ref(*key)
 
     def touching(self, nid: str) -> list[LinkKey]:
         return [k for k in self.by_node.get(nid, ()) if k in self.links]
@@ -267,6 +272,9 @@ class Compressor:
         #: live nodes, for the fixed pool: None until first needed (one COUNT), then kept
         #: up to date by remember's writes and by forgetting (this writer is the only one).
         self._pool: int | None = None
+        #: node → importance at its last scan, for the least important nodes scanned
+        #: (at most 2 × WEAK_KEPT; pruned to the WEAK_KEPT least important).
+        self._weak: dict[str, float] = {}
 
     # -- scan order ----------------------------------------------------------------------------
 
@@ -339,8 +347,11 @@ class Compressor:
         report.scanned += 1
         if importance <= 0 or target < cfg.delete_threshold:
             chunk.forget(nid)
+            self._weak.pop(nid, None)
             report.forgotten += 1
             return
+        if self.config.max_nodes is not None:
+            self._note_weak(nid, importance)
         if target < len(node.content):
             call = CallStats()  # this node's model call, retries included
             content = node.content
@@ -385,11 +396,12 @@ class Compressor:
         """Before ``incoming`` nodes are created: forget the least important non-focus nodes
         so that they fit in ``max_nodes`` (SPEC §5.3), as part of ``batch``.
 
-        Candidates: one window of ``EVICTION_SAMPLE`` + excess non-focus nodes at a random
-        offset in scan order (``eviction_sample.rq``), never a sort of every node; importance
-        is measured on each and the least important go. The node count comes from memory
-        (counted once, then kept by the writes that create and forget nodes), not from a
-        COUNT per remember.
+        Candidates: the ``EVICTION_SAMPLE`` + excess least important nodes the compression
+        scans saw, completed by a window at a random offset in scan order
+        (``eviction_sample.rq``) when they are fewer than needed — never a sort of every
+        node. Their importance is measured again in one query and the least important go.
+        The node count comes from memory (counted once, then kept by the writes that create
+        and forget nodes), not from a COUNT per remember.
         """
         cap = self.config.max_nodes
         if cap is None:
@@ -398,21 +410,49 @@ class Compressor:
         excess = count + incoming - cap
         victims: list[str] = []
         if excess > 0:
-            candidates = count - len(focus)
             size = EVICTION_SAMPLE + excess
-            offset = self._rng.randrange(max(candidates - size, 0) + 1)
-            query = render("eviction_sample", offset=int(offset), size=int(size))
-            sample = [n for n in (node_id(r[0]) for r in self.store.index_rows(query))
-                      if n not in focus]
-            ranked = sorted(sample, key=lambda n: (self.links.importance(n), n))
-            victims = ranked[:excess]
+            weakest = sorted(self._weak, key=lambda n: (self._weak[n], n))
+            measured = self._importances([n for n in weakest if n not in focus][:size])
+            if len(measured) < max(MIN_SAMPLE, excess + 1):
+                candidates = count - len(focus)
+                offset = self._rng.randrange(max(candidates - size, 0) + 1)
+                query = render("eviction_sample", offset=int(offset), size=int(size))
+                window = [node_id(r[0]) for r in self.store.index_rows(query)]
+                measured.update(self._importances(
+                    [n for n in window if n not in focus and n not in measured]))
+            victims = sorted(measured, key=lambda n: (measured[n], n))[:excess]
             for victim in victims:
                 forget_ops(batch, victim)
+                self._weak.pop(victim, None)
         after = count - len(victims) + incoming
         batch.after_commit(lambda: setattr(self, "_pool", after))
 
+    def _importances(self, ids: Sequence[str]) -> dict[str, float]:
+        """Importance (SPEC §5.2 step 2) of those of ``ids`` that are still nodes."""
+        if not ids:
+            return {}
+        refs = [node_ref(n) for n in ids]
+        alive = {node_id(r[0]) for r in self.store.rows(render("existing_nodes", nodes=refs))}
+        for gone in set(ids) - alive:
+            self._weak.pop(gone, None)
+        out = dict.fromkeys(alive, 0.0)
+        query = render("importances", nodes=refs, threshold=lit(self.config.link_break_threshold))
+        for iri, importance in self.store.rows(query):
+            nid = node_id(iri)
+            if nid in out:
+                out[nid] = float(importance or 0.0)
+        return out
+
+    def _note_weak(self, nid: str, importance: float) -> None:
+        """Keep ``nid`` as an eviction candidate if it is among the least important seen."""
+        self._weak[nid] = importance
+        if len(self._weak) > 2 * WEAK_KEPT:
+            keep = sorted(self._weak, key=lambda n: (self._weak[n], n))[:WEAK_KEPT]
+            self._weak = {n: self._weak[n] for n in keep}
+
     def recount(self) -> None:
-        """Nodes were forgotten outside a slice (forget on request): count again when needed."""
+        """Nodes were forgotten outside a slice (forget on request): count again when needed
+        (forgotten eviction candidates are dropped when next measured)."""
         self._pool = None
 
     def _pool_count(self) -> int:

@@ -225,6 +225,41 @@ def test_fixed_pool_counts_nodes_once_and_follows_forgetting(make_manager) -> No
     assert mem.stats()["dangling_links"] > 0  # nodes were evicted or forgotten
 
 
+def importances(mem: MemoryManager) -> dict[str, float]:
+    """Content → importance (SPEC §5.2 step 2) of every non-focus node: the sum of its live
+    links' strengths, computed here from the plain list of links."""
+    content = {r["n"]: r["c"] for r in mem.sparql(  # type: ignore[index,union-attr]
+        "SELECT ?n ?c WHERE { ?n memory:content ?c }")}
+    focused = set(mem.stats()["focus"])
+    out = {c: 0.0 for n, c in content.items() if n.rsplit("/", 1)[1] not in focused}
+    for r in mem.sparql("SELECT ?s ?t ?w WHERE { ?l memory:source ?s ; memory:target ?t ; "
+                        "memory:strength ?w }"):
+        for end in {r["s"], r["t"]}:  # type: ignore[index]
+            if end in content and content[end] in out and r["w"] >= 0.01:  # type: ignore[index]
+                out[content[end]] += r["w"]  # type: ignore[index]
+    return out
+
+
+def test_fixed_pool_evicts_the_least_important_node_the_scans_saw(make_manager) -> None:
+    """Once the scans have seen the nodes, eviction takes the least important non-focus node
+    of the whole store (a window of 33 similar-age nodes out of 118 would mostly miss it)."""
+    n = 120
+    mem = make_manager(config=FAST.replace(focus_limit=2, max_nodes=n,
+                                           compression_batch_size=n))
+    for i in range(n // 4):
+        remember(mem, " | ".join(f"memory {i} part {j} with some text" for j in range(4)))
+    assert mem.stats()["nodes"] == n
+    for _ in range(3):
+        assert mem.run_compression_slice()["scanned"] > 0
+    before = importances(mem)
+    ranked = sorted(before.values())
+    assert ranked[0] < ranked[1] < ranked[2]  # one weakest node
+    remember(mem, "newcomer with some text")
+    gone = set(before) - set(importances(mem))
+    assert [before[g] for g in gone] == [ranked[0]]
+    assert mem.stats()["nodes"] == n
+
+
 def test_recall_during_a_slow_slice_returns_quickly(make_manager, model: ScriptedModel) -> None:
     model.compress_delay = 0.3
     mem = make_manager(config=FAST.replace(
