@@ -98,6 +98,8 @@ class Soak:
         self.agents = agents
         self.duration = duration
         self.data_dir = data_dir
+        self.live = 0.0  # print a sample every this many seconds while running (0 = not)
+        self.shown = -1e9
         self.remembers = remembers
         self.pause = pause
         self.reader_pause = reader_pause
@@ -173,6 +175,11 @@ class Soak:
                 self.samples.append((time.perf_counter() - self.start, rss_mb(), self.issued,
                                      len(self.recall_ms), nodes, pending))
                 self.disk.append(disk)
+                t, rss = self.samples[-1][:2]
+            if self.live and t - self.shown >= self.live:
+                self.shown = t
+                print(f"  {t:7.0f} s  RSS {rss:7.1f} MB  nodes {nodes:6d}  disk {disk:7.1f} MB  "
+                      f"remembers {self.issued:6d}  pending {pending:5d}", flush=True)
             if self.finished.wait(1.0):
                 return
 
@@ -190,8 +197,9 @@ class Soak:
             t.join()
         self.writers_done.set()
         reader.join()
-        for mem in self.agents:
-            mem.wait_idle()
+        if not self.duration:  # a timed run stops at its time, whatever slices are queued
+            for mem in self.agents:
+                mem.wait_idle()
         wall = time.perf_counter() - self.start
         self.finished.set()
         sampler.join()
@@ -220,17 +228,21 @@ def main() -> None:
                         help="run this many seconds (writers keep remembering) instead of "
                              "--remembers per agent")
     parser.add_argument("--print-every", type=float, default=1.0,
-                        help="seconds between the printed RSS rows (sampled every second)")
+                        help="seconds between the printed RSS rows (sampled every second); "
+                             "with --duration they are printed as the run goes")
+    parser.add_argument("--read-mirror", choices=("auto", "on", "off"), default="auto",
+                        help="Config.read_mirror: None (auto), True, False")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="keep the stores here (default: a temporary directory)")
     args = parser.parse_args()
 
-    config = Config(auto_compress=True, decay_rate=args.decay,
+    mirror = {"auto": None, "on": True, "off": False}[args.read_mirror]
+    config = Config(auto_compress=True, decay_rate=args.decay, read_mirror=mirror,
                     max_queue_size=max(1000, args.remembers + 10))
     what = (f"{args.duration:g} s" if args.duration else f"{args.remembers} remembers")
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = args.data_dir or Path(tmp)
-        print(f"soak: {args.agents} agents x {what}, writer pause "
+        print(f"soak: {args.agents} agents x {what}, read mirror {args.read_mirror}, writer pause "
               f"{args.pause_ms:g} ms, decay {args.decay:g}, HeuristicModel, auto_compress, "
               f"data in {data_dir}")
         rss_start = rss_mb()
@@ -238,6 +250,8 @@ def main() -> None:
             agents = [system.agent(f"soak_{i:02d}") for i in range(args.agents)]
             soak = Soak(agents, args.remembers, args.pause_ms / 1000,
                         args.reader_pause_ms / 1000, args.seed, args.duration, data_dir)
+            if args.duration:
+                soak.live = args.print_every
             wall = soak.run()
             finals = [mem.stats() for mem in agents]
             waits_ms = [w * 1000 for mem in agents

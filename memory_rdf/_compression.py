@@ -201,10 +201,10 @@ class _Chunk:
         if self.removed_links:
             batch.update("delete_links", links=[self.ref(k) for k in self.removed_links])
             batch.delete(triple(node_ref(s), V.LINK_P, node_ref(t)) for s, t in self.removed_links)
-        if self.rewrites:
-            batch.update("delete_node_texts", nodes=[node_ref(n) for n, _ in self.rewrites])
         deletes: list[str] = []
         inserts: list[str] = []
+        if self.rewrites:
+            self._rewrite_ops(store, batch, deletes, inserts)
         for key, old in self.stored_links.items():
             lref = self.ref(key)
             deletes.append(triple(lref, V.STRENGTH, lit(old)))
@@ -216,8 +216,6 @@ class _Chunk:
                 triple(ref, V.SCAN_COUNT, lit(node.scans)),
                 triple(ref, V.SCAN_ORDER, lit(node.key)),
             ]
-        for nid, p in self.rewrites:
-            inserts += _text_triples(node_ref(nid), p, self.keyword_index)
         batch.delete(deletes)
         batch.insert(inserts)
         store.commit(batch)
@@ -226,6 +224,43 @@ class _Chunk:
         self.removed_links.clear()
         self.forgotten.clear()
         self.rewrites.clear()
+
+
+    def _rewrite_ops(self, store: MemoryStore, batch: WriteBatch, deletes: list[str],
+                     inserts: list[str]) -> None:
+        """The text triples of the rewritten nodes that change: the old ones are read
+        (``node_text_triples.rq``) and only the difference is deleted and inserted. A node
+        holding a text literal of another form than the library writes has its text deleted
+        by pattern (``delete_node_texts.ru``) and all of the new one inserted."""
+        refs = {nid: node_ref(nid) for nid, _ in self.rewrites}
+        old: dict[str, set[str]] = {nid: set() for nid in refs}
+        odd: set[str] = set()
+        query = render("node_text_triples", nodes=list(refs.values()))
+        for iri, p, o, plain in store.rows(query):
+            nid = node_id(iri)
+            predicate = _TEXT_PREDICATES.get(p)
+            if nid not in old:
+                continue
+            if plain is not True or predicate is None:
+                odd.add(nid)
+                continue
+            old[nid].add(triple(refs[nid], predicate, lit(o)))
+        if odd:
+            batch.update("delete_node_texts", nodes=[refs[n] for n in sorted(odd)])
+        for nid, p in self.rewrites:
+            new = _text_triples(refs[nid], p, self.keyword_index)
+            if nid in odd:
+                inserts += new
+                continue
+            was = old[nid]
+            deletes += sorted(was.difference(new))
+            inserts += [t for t in new if t not in was]
+
+
+#: Text predicates (full IRI → SPARQL form) that a rewrite replaces (node_text_triples.rq).
+_TEXT_PREDICATES = {
+    V.MEMORY + name: V.m(name) for name in ("content", "phrase", "keyword", "term", "termCount")
+}
 
 
 def link_ends(iri: str) -> LinkKey | None:

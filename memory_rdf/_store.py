@@ -594,6 +594,14 @@ MIRROR_FALLBACK_BUDGET = 1 << 30
 #: Bytes of N-Quads loaded into the mirror at a time while it is built (the copy streams:
 #: the whole dump is never held in memory, and close() stops the build between two chunks).
 MIRROR_CHUNK = 4 << 20
+#: Oxigraph's in-memory store keeps every triple deleted from it (measured, pyoxigraph
+#: 0.5.13: ~0.45 kB per triple deleted and inserted again, never given back, not even by
+#: optimize()), so a mirror kept in step with compression — every scan rewrites link
+#: strengths and often a text — grew by 9 MB/s at 10k nodes. The mirror is therefore built
+#: again from the disk store once the update text applied to it reaches half the size of the
+#: N-Quads it was built from (garbage then ~1.25× that, below the live copy's size), and at
+#: least this many bytes. (Added by the compression work; see benchmarks/README.md, Soak.)
+MIRROR_RENEW_MIN_BYTES = 64 << 20
 
 
 def available_memory() -> int | None:
@@ -632,11 +640,13 @@ class _LoadSink:
         self._cancel = cancel
         self._started = started
         self._buffer = bytearray()
+        self.loaded = 0  # bytes of N-Quads received
 
     def write(self, data: bytes) -> int:
         self._started()
         if self._cancel.is_set():
             raise _Cancelled
+        self.loaded += len(data)
         self._buffer += data
         if len(self._buffer) >= MIRROR_CHUNK:
             cut = self._buffer.rfind(b"\n") + 1
@@ -678,6 +688,8 @@ class _Mirror:
         #: "loading", "on", "too large" (the automatic choice said no), "failed", "off".
         self.state = "loading"
         self._pending: list[str] | None = None  # updates committed while loading
+        self.applied = 0  # bytes of update text applied since the build
+        self.renew_after = 0  # ... at which the mirror is built again (0: not built yet)
         self._cancel = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._build, name="memory-rdf-mirror",
@@ -705,6 +717,10 @@ class _Mirror:
             return
         try:
             mirror.update(text, prefixes=V.PREFIXES)
+            self.applied += len(text)
+            if self.renew_after and self.applied >= self.renew_after:
+                self.renew()
+                return
         except Exception as exc:  # the disk store has the write: only the mirror is behind
             self.store = None
             self.state = "failed"
@@ -716,6 +732,15 @@ class _Mirror:
             )
             if again:
                 self.owner._mirror = _Mirror(self.owner, True, self.failures + 1)
+
+    def renew(self) -> None:
+        """Drop this copy (and the deleted triples it keeps) and build a fresh one from the
+        disk store in the background (reads go to disk meanwhile); the owner's write lock is
+        held. See MIRROR_RENEW_MIN_BYTES."""
+        self.store = None
+        self.state = "off"
+        self.owner.mirror_renewals += 1
+        self.owner._mirror = _Mirror(self.owner, True, self.failures)
 
     def _build(self) -> None:
         owner = self.owner
@@ -762,6 +787,7 @@ class _Mirror:
                 for text in self._pending:
                     mirror.update(text, prefixes=V.PREFIXES)
                 self._pending = None
+                self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded // 2)
                 self.store = mirror
                 self.state = "on"
         except Exception as exc:
@@ -902,6 +928,7 @@ class AgentStore(MemoryStore):
         self._optimizer: threading.Thread | None = None
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
+        self.mirror_renewals = 0  # mirrors built again to shed deleted triples
         with _storage_errors(f"cannot open the memory store {path}"):
             if path is None:
                 self._store: ox.Store | None = ox.Store()

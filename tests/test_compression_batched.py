@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from pyoxigraph import Literal
 from test_properties import (
     WORDS,
     OvershootModel,
@@ -144,3 +145,65 @@ def test_a_link_whose_iri_does_not_name_its_ends_is_read_from_the_store() -> Non
     chunk = _Chunk.read(store, ["a"], keyword_index=False)
     assert chunk.links == {("b", "a"): 0.25}
     assert chunk.ref(("b", "a")) == odd
+
+
+def test_a_text_literal_of_another_form_is_replaced_too(tmp_path: Path) -> None:
+    """A rewrite deletes only the text triples that change, rebuilt from what it reads; a
+    literal of a form the library does not write (a language tag, say, added by another tool)
+    cannot be rebuilt, so that node's text is deleted by pattern: nothing stale remains."""
+    from memory_rdf import _vocab as V
+    from memory_rdf._store import WriteBatch, iri_ref, triple
+
+    from _graph import ids_by_content, set_strength
+    from helpers import FAST, ScriptedModel, remember
+
+    x = "ALPHA bravo charlie delta echo foxtrot golf hotel"
+    y = "yankee zulu whiskey text"
+    with MemoryManager("agent", data_dir=tmp_path, config=FAST.replace(focus_limit=1),
+                       model=ScriptedModel()) as mem:
+        remember(mem, f"{x} | {y}")
+        remember(mem, "focus node here")
+        set_strength(mem, x, y, 0.25)  # importance(x) 0.75: shortened to 36 characters
+        node = iri_ref(V.NODE + ids_by_content(mem)[x])
+        batch = WriteBatch()
+        batch.insert([triple(node, V.KEYWORD, str(Literal("hotel", language="en")))])
+        assert mem._store is not None
+        mem._store.commit(batch)
+        assert mem.run_compression_slice()["compressed"] == 1
+        rows_ = mem.sparql(f"SELECT ?p ?o WHERE {{ {node} ?p ?o }}")
+        got = {(r["p"].rsplit("#", 1)[1], r["o"]) for r in rows_}  # type: ignore[index,union-attr]
+        texts = {(p, o) for p, o in got if p in ("content", "phrase", "keyword", "termCount")}
+        assert texts == {("content", x[:36]), ("phrase", x[:10]), ("keyword", "ALPHA"),
+                         ("termCount", 6)}
+
+
+def test_the_read_mirror_is_built_again_after_many_rewrites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Oxigraph's in-memory store keeps every triple deleted from it, so a mirror kept in step
+    with compression's rewrites would grow without end: after enough update text it is built
+    again from the disk store, and reads stay exact throughout."""
+    from memory_rdf import _store
+    from memory_rdf import _vocab as V
+    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+
+    monkeypatch.setattr(_store, "MIRROR_RENEW_MIN_BYTES", 2000)
+    store = AgentStore(tmp_path / "agent", mirror=True)
+    try:
+        batch = WriteBatch()
+        batch.insert([triple(node_ref(f"n{i}"), V.SCAN_COUNT, lit(0)) for i in range(20)])
+        store.commit(batch)
+        assert store.wait_mirror(30)
+        query = "SELECT (SUM(?s) AS ?t) WHERE { ?n memory:scanCount ?s }"
+        for k in range(30):  # every node's scanCount k → k + 1, as a scan writes it
+            batch = WriteBatch()
+            batch.delete([triple(node_ref(f"n{i}"), V.SCAN_COUNT, lit(k)) for i in range(20)])
+            batch.insert([triple(node_ref(f"n{i}"), V.SCAN_COUNT, lit(k + 1)) for i in range(20)])
+            store.commit(batch)
+            assert store.rows(query) == [(20 * (k + 1),)]
+        assert store.mirror_renewals >= 2
+        assert store.wait_mirror(30)
+        assert store.mirror_state == "on"
+        assert store.rows(query) == [(20 * 30,)]
+    finally:
+        store.close()
