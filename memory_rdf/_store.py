@@ -598,9 +598,11 @@ MIRROR_CHUNK = 4 << 20
 #: 0.5.13: ~0.45 kB per triple deleted and inserted again, never given back, not even by
 #: optimize()), so a mirror kept in step with compression — every scan rewrites link
 #: strengths and often a text — grew by 9 MB/s at 10k nodes. The mirror is therefore built
-#: again from the disk store once the update text applied to it reaches half the size of the
-#: N-Quads it was built from (garbage then ~1.25× that, below the live copy's size), and at
-#: least this many bytes. (Added by the compression work; see benchmarks/README.md, Soak.)
+#: again from the disk store once the update text applied to it reaches the size of the
+#: N-Quads it was built from (the garbage is then ~2.5× that text, about the live copy's own
+#: size: the process holds at most ~2 copies' worth), and at least this many bytes. Half that
+#: threshold cost a third of compression's throughput at 10k nodes in rebuilds (reads go to
+#: disk during one). (Added by the compression work; see benchmarks/README.md, Soak.)
 MIRROR_RENEW_MIN_BYTES = 64 << 20
 
 
@@ -787,7 +789,7 @@ class _Mirror:
                 for text in self._pending:
                     mirror.update(text, prefixes=V.PREFIXES)
                 self._pending = None
-                self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded // 2)
+                self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
                 self.store = mirror
                 self.state = "on"
         except Exception as exc:
