@@ -12,7 +12,12 @@ importance 1), then
 The workload's links are aged (``--decay`` scans of decay) so that part of the scanned nodes
 fall below importance 1 and are compressed by a model call, as in a living agent.
 
+Scans are timed with the read mirror off and on (``--read-mirror both``, the default; the
+mirror is waited for before timing): reads are cheaper from memory, but every write is applied
+to both stores.
+
     python benchmarks/compression_throughput.py [--sizes 10000,100000] [--slices 20] [--decay 120]
+                                                [--read-mirror both|on|off]
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import FastModel, percentiles, timed  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager, SmallModel  # noqa: E402
-from memory_rdf._store import render  # noqa: E402
+from memory_rdf._store import AgentStore, render  # noqa: E402
 
 
 def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, float, int, int]:
@@ -47,7 +52,8 @@ def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, float, int
     return scanned / spent, scanned / max(spent - in_model, 1e-9), scanned, calls
 
 
-def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float) -> None:
+def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
+        mirrors: tuple[bool, ...]) -> None:
     path = tmp / f"agent{size}"
     start = time.perf_counter()
     generate(path, size, decay=decay, focus_limit=focus_limit)
@@ -60,11 +66,19 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float) -> No
         mem._store.optimize()
         links = mem.stats()["links"] / max(1, mem.stats()["nodes"])
         print(f"  optimize(): {time.perf_counter() - start:.1f} s; {links:.1f} links per node")
-    config = Config(auto_compress=False, compression_batch_size=100)
     model: SmallModel
-    for label, model in (("FastModel", FastModel()), ("built-in model", HeuristicModel())):
+    runs = [(mirror, label, model) for mirror in mirrors
+            for label, model in (("FastModel", FastModel()), ("built-in model", HeuristicModel()))]
+    for n, (mirror, label, model) in enumerate(runs):
+        config = Config(auto_compress=False, compression_batch_size=100, read_mirror=mirror)
         with MemoryManager(path.name, data_dir=tmp, config=config, model=model) as mem:
-            if label == "FastModel":
+            assert isinstance(mem._store, AgentStore)
+            if mirror:
+                start = time.perf_counter()
+                mem._store.wait_mirror()
+                print(f"  read mirror {mem._store.mirror_state} after "
+                      f"{time.perf_counter() - start:.1f} s")
+            if n == 0:
                 comp = mem._compressor
                 store = mem._store
                 assert store is not None
@@ -78,7 +92,8 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float) -> No
                 print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")
                 print(f"  next batch (ORDER BY)   p50 {f50:8.2f} ms   ({f50 / i50:,.0f}× slower)")
             rate, bare, scanned, calls = scans_per_second(mem, slices)
-            print(f"  scans/s {label:<15} {rate:9,.0f} including the model, {bare:9,.0f} "
+            where = "mirror on " if mirror else "mirror off"
+            print(f"  scans/s {label:<15} {where} {rate:9,.0f} including the model, {bare:9,.0f} "
                   f"excluding it   ({scanned} scans, {calls} model calls)")
 
 
@@ -88,12 +103,15 @@ def main() -> None:
     parser.add_argument("--slices", type=int, default=20)
     parser.add_argument("--decay", type=float, default=120,
                         help="link ageing of the workload: the oldest links × 0.97^this")
+    parser.add_argument("--read-mirror", choices=("both", "on", "off"), default="both",
+                        help="time the scans with the read mirror off, on, or both")
     parser.add_argument("--focus-limit", type=int, default=5,
                         help="focus size of the generated remembers (more focus, more links)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
-            run(size, args.slices, Path(tmp), args.focus_limit, args.decay)
+            mirrors = {"both": (False, True), "on": (True,), "off": (False,)}[args.read_mirror]
+            run(size, args.slices, Path(tmp), args.focus_limit, args.decay, mirrors)
 
 
 if __name__ == "__main__":
