@@ -600,10 +600,11 @@ MIRROR_CHUNK = 4 << 20
 #: strengths and often a text — grew by 9 MB/s at 10k nodes. The mirror is therefore built
 #: again from the disk store once the update text applied to it reaches the size of the
 #: N-Quads it was built from (the garbage is then ~2.5× that text, about the live copy's own
-#: size: the process holds at most ~2 copies' worth), and at least this many bytes. Half that
-#: threshold cost a third of compression's throughput at 10k nodes in rebuilds (reads go to
-#: disk during one). (Added by the compression work; see benchmarks/README.md, Soak.)
-MIRROR_RENEW_MIN_BYTES = 64 << 20
+#: size: the process holds at most ~2 copies' worth), and at least this many bytes (a small
+#: store's copy is rebuilt in well under a second; ~40 MB of garbage at most per agent). Half
+#: the N-Quads as threshold cost a third of compression's throughput at 10k nodes in rebuilds
+#: (reads go to disk during one). (Added by the compression work; benchmarks/README.md, Soak.)
+MIRROR_RENEW_MIN_BYTES = 16 << 20
 
 
 def available_memory() -> int | None:
