@@ -322,6 +322,12 @@ def evaluate_locomo(args: argparse.Namespace) -> None:
     if not files:
         sys.exit(DATA_HELP.format(path=args.data))
     methods = [f"{m} d{d}" for m in MODES for d in DEPTHS] + ["BM25", "BM25 + neighbours"]
+    if args.methods:
+        wanted_methods = [m.strip() for m in args.methods.split(",")]
+        unknown = sorted(set(wanted_methods) - set(methods))
+        if unknown:
+            sys.exit(f"unknown methods {unknown}; known: {methods}")
+        methods = [m for m in methods if m in wanted_methods]
     tallies = {m: Tally() for m in methods}
     diagnostics: dict[str, int] = defaultdict(int)
     total_turns = total_questions = 0
@@ -351,11 +357,15 @@ def evaluate_locomo(args: argparse.Namespace) -> None:
                 evidence = [words[e] for e in q.evidence]
                 for mode in MODES:
                     for depth in DEPTHS:
+                        if f"{mode} d{depth}" not in tallies:
+                            continue
                         text, ms = timed(mem.recall, keywords, depth=depth, entry=mode,
                                          max_chars=max(BUDGETS))
                         entries = text.split(SEP) if text else []
                         tallies[f"{mode} d{depth}"].add(q.category, entries, evidence, ms)
                 for name, nb in (("BM25", False), ("BM25 + neighbours", True)):
+                    if name not in tallies:
+                        continue
                     entries, ms = timed(bm25_entries, bm25, lines, keywords, nb)
                     tallies[name].add(q.category, entries, evidence, ms)
                 if qi % 10 == 0 or qi == len(questions):
@@ -450,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="only N evenly spaced questions of each conversation (0 = all)")
     parser.add_argument("--slices", type=int, default=1,
                         help="compression slices after each remember (Config() runs one)")
+    parser.add_argument("--methods", default="",
+                        help='comma-separated methods to run, e.g. "both d2,BM25" (default: all)')
     parser.add_argument("--rebuild", action="store_true", help="ignore cached stores")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--skip-keyword-eval", action="store_true")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
@@ -57,6 +58,10 @@ def by_strength(links: Sequence[tuple[str, float, str]]) -> dict[str, list[str]]
     return out
 
 
+#: The relation of a link from a segment to the next one of its remember (SPEC §5.1 step 3).
+NEXT_RELATION = "下文"
+
+
 class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
@@ -87,6 +92,30 @@ class LinkStore:
                 else:
                     live.append((node_id(s), node_id(t), w, rel or ""))
         return live, dangling
+
+    def replies(
+        self, sources: Sequence[str], relations: Sequence[str] | None
+    ) -> dict[str, str]:
+        """``source → the node that came right after it`` (``reply_context.rq``): among the
+        live nodes a source links to (relation filter applied) that were created after it,
+        the target of its "下文" link (the next segment of the same remember) if it has one,
+        else the earliest created (a node of a later remember, linked to the source while the
+        source was in focus: SPEC §5.1 step 3). Sources without such a link are absent."""
+        rels = None if relations is None else [lit(r) for r in relations]
+        best: dict[str, tuple[bool, Any, str]] = {}
+        for part in chunks(sources):
+            query = render(
+                "reply_context",
+                nodes=[node_ref(i) for i in part],
+                threshold=self._threshold,
+                relations=rels,
+            )
+            for s, t, rel, created in self._store.rows(query):
+                source, target = node_id(s), node_id(t)
+                key = (rel != NEXT_RELATION, created, target)
+                if source not in best or key < best[source]:
+                    best[source] = key
+        return {source: key[2] for source, key in best.items()}
 
     def dangling_outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None

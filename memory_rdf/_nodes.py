@@ -19,6 +19,10 @@ class Match:
 
     matched: frozenset[int]
     own: frozenset[int]  # those found in one of the node's own memory:keyword values
+    #: the matching texts, lower-cased: the content when it holds a keyword ("" otherwise),
+    #: and the node's own keywords that hold one (for the ranking's word match)
+    content: str = ""
+    keywords: tuple[str, ...] = ()
 
 
 def chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[Sequence[str]]:
@@ -105,16 +109,24 @@ class NodeStore:
         found in one of its own keywords. Same matching set as :meth:`matching`."""
         lowered = [k.lower() for k in keywords]
         needles = [lit(k) for k in lowered]
-        found: dict[str, tuple[set[int], set[int]]] = {}
+        found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
         for part in chunks(ids):
             query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needles)
             for iri, text, own in self._store.rows(query):
-                matched, owned = found.setdefault(node_id(iri), (set(), set()))
+                matched, owned, contents, keywords = found.setdefault(
+                    node_id(iri), (set(), set(), [], [])
+                )
                 hit = {i for i, k in enumerate(lowered) if k in text}
                 matched |= hit
                 if own:
                     owned |= hit
-        return {nid: Match(frozenset(m), frozenset(o)) for nid, (m, o) in found.items()}
+                    keywords.append(text)
+                else:
+                    contents.append(text)
+        return {
+            nid: Match(frozenset(m), frozenset(o), " ".join(c), tuple(sorted(k)))
+            for nid, (m, o, c, k) in found.items()
+        }
 
     def get(self, nid: str) -> NodeData | None:
         """One node with all its properties, or None when it does not exist."""

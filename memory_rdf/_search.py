@@ -17,17 +17,20 @@ ranked BM25-style in SPARQL (``keyword_entry.rq``) from the term index alone.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memory_rdf._config import Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._store import MemoryStore, lit, node_id, render
-from memory_rdf._text import is_cjk_text, tokenize
+from memory_rdf._text import is_cjk_text, tokenize, tokenize_for_index
 
 #: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
 #: while their document frequencies fit in this budget (the rarest always is, its postings
@@ -53,10 +56,70 @@ STATS_REFRESH = 0.1
 RENDER_CHUNK = 32
 #: Ranking (SPEC §5.4 v2, :func:`rank`): a keyword found in one of the node's own
 #: ``memory:keyword`` values counts (1 + OWN_BONUS) times.
-OWN_BONUS = 0.5
+OWN_BONUS = 0.25
+#: Ranking: a keyword the node matches only as a substring of a longer word (the walk's
+#: matching rule, SPEC §5.4 step 4: "art" in "party"), not as a word of its own (after
+#: stemming: "painted" and "paintings" are one word), counts this much.
+SUBSTRING_CREDIT = 0.5
 #: Ranking: the exponent of path strength in the score (0 = match quality alone, ties by the
 #: walk's order; 1 = match quality × path strength).
-STRENGTH_EXPONENT = 0.5
+STRENGTH_EXPONENT = 0.1
+#: Question marks: a result whose text holds one asks something, and within a budget its
+#: reply follows it (:meth:`Searcher.render`).
+QUESTION_MARKS = ("?", "？")
+
+_ENGLISH_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+@functools.lru_cache(maxsize=1)
+def _english_stemmer() -> Any:
+    import snowballstemmer  # type: ignore[import-untyped]
+
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65_536)
+def stem(term: str) -> str:
+    """An index term's word stem for the ranking: English words (ASCII letters) through the
+    Snowball English stemmer ("painted", "painting", "paints" → "paint"); anything else —
+    Chinese words, numbers, "gpt-4" — as it is."""
+    if _ENGLISH_WORD.fullmatch(term):
+        return str(_english_stemmer().stemWord(term))
+    return term
+
+
+#: The keyword entry also looks up the other forms of an English query word (:func:`word_forms`).
+EXPAND_FORMS = True
+_ENDINGS = ("", "e", "s", "es", "ed", "ing", "er", "ers", "ion", "ions", "al", "ly")
+
+
+def word_forms(term: str) -> list[str]:
+    """Other forms of an English query word that share its stem (:func:`stem`) — "vacationed"
+    → "vacation", "vacations", … — for the keyword entry to look up among the index terms
+    (exact terms, so the index stays as stored). Words that are not English letters: none."""
+    if not _ENGLISH_WORD.fullmatch(term):
+        return []
+    root = stem(term)
+    bases = {root, root[:-1] + "y"} if root.endswith("i") else {root}
+    out = []
+    for base in sorted(bases):
+        for ending in _ENDINGS:
+            form = base + ending
+            if form != term and len(form) > 2 and stem(form) == root:
+                out.append(form)
+    return list(dict.fromkeys(out))
+
+
+def rank_words(text: str) -> frozenset[str]:
+    """The stemmed index terms of a text (:func:`~memory_rdf._text.tokenize_for_index`: the
+    ``memory:term`` rule, stop words dropped, Chinese in the segmenter's search mode)."""
+    return frozenset(stem(t) for t in tokenize_for_index(text))
+
+
+def asks(content: str) -> bool:
+    """Whether a node's text asks something (holds a question mark, :data:`QUESTION_MARKS`)."""
+    return any(mark in content for mark in QUESTION_MARKS)
+
 
 def query_terms(keywords: Sequence[str]) -> list[str]:
     """The query's terms (SPEC §5.5), de-duplicated in order of first appearance.
@@ -138,31 +201,53 @@ def walk(
     return hits
 
 
-def rank(hits: Sequence[Hit], details: dict[str, Match], weights: Sequence[float]) -> list[Hit]:
+def rank(
+    hits: Sequence[Hit],
+    details: dict[str, Match],
+    weights: Sequence[float],
+    keywords: Sequence[str] = (),
+) -> list[Hit]:
     """The walk's results ordered by relevance (SPEC §5.4 v2), best first:
 
-        match(n) = Σ_{k ∈ M(n)} w(k) · (1 + OWN_BONUS · [k in n's own keywords])
+        credit(n, k) = 1                 when every term of k is a word of n (stemmed)
+                       SUBSTRING_CREDIT  when k is only a substring of n's text (§5.4 step 4)
+                       0                 otherwise
+        match(n) = Σ_k w(k) · credit(n, k) · (1 + OWN_BONUS · [k in n's own keywords])
                    / Σ_k w(k) · (1 + OWN_BONUS)
         score(n) = match(n) · strength(n) ** STRENGTH_EXPONENT
 
-    M(n) is the set of query keywords n matches (substring of its content or of one of its
-    keywords, case-insensitive), w(k) the keyword's rarity (:func:`keyword_weight`), and
-    strength(n) its path strength. The sort is stable on the walk's best-first order, so when
-    every result matches equally (the same keywords, own or not) the order is the walk's,
-    ties included: the score is then a non-decreasing function of path strength, which the
-    walk's order never increases. (BM25's length normalization on top was measured and left
-    out: benchmarks/RECALL.md.)
+    The terms of k are its query terms (:func:`query_terms`), the words of n the terms of its
+    matching content and own keywords (:func:`rank_words`), both stemmed (:func:`stem`); a
+    keyword without terms (stop words only) gets credit 1 when it is a substring. w(k) is
+    the keyword's rarity (:func:`keyword_weight`), strength(n) the path strength. The sort is
+    stable on the walk's best-first order, so when every result matches equally (the same
+    credits, own or not) the order is the walk's, ties included: the score is then a
+    non-decreasing function of path strength, which the walk's order never increases.
+    Measured choices (benchmarks/RECALL.md): word match over substring, stems, the bonus and
+    the exponent; BM25's term frequency and length normalization were left out.
     """
     total = sum(w * (1 + OWN_BONUS) for w in weights) or 1.0
+    stems = [frozenset(stem(t) for t in query_terms([k])) for k in keywords]
 
     def score(hit: Hit) -> float:
         m = details.get(hit.node)
         if m is None:  # pragma: no cover - every hit matched
             return 0.0
-        quality = sum(weights[k] * (1 + (OWN_BONUS if k in m.own else 0.0)) for k in m.matched)
+        words = rank_words(" ".join((m.content, *m.keywords))) if stems else frozenset()
+        quality = 0.0
+        for k, w in enumerate(weights):
+            terms = stems[k] if k < len(stems) else frozenset()
+            if terms and terms <= words:
+                credit = 1.0
+            elif k in m.matched:
+                credit = SUBSTRING_CREDIT if terms else 1.0
+            else:
+                continue
+            quality += w * credit * (1 + (OWN_BONUS if k in m.own else 0.0))
         return quality / total * hit.strength**STRENGTH_EXPONENT
 
-    order = sorted(range(len(hits)), key=lambda i: (-score(hits[i]), i))
+    scores = [score(h) for h in hits]
+    order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
     return [hits[i] for i in order]
 
 
@@ -273,6 +358,8 @@ class Searcher:
         if not terms or limit < 1:
             return []
         stats = self.collection_stats(generation)  # first: a refresh also drops cached dfs
+        if EXPAND_FORMS:
+            terms = list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
         df = self.document_frequencies(terms, POSTING_BUDGET + 1)
         present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
         if not present:
@@ -374,12 +461,17 @@ class Searcher:
             matches = timely if matches is None else matches & timely
         if ranked:
             assert weights is not None
-            hits = rank(walk(seeds, graph.adjacency, matches, depth, 0), details, weights)
+            hits = rank(
+                walk(seeds, graph.adjacency, matches, depth, 0), details, weights, keywords
+            )
             if limit:
                 hits = hits[:limit]
         else:
             hits = walk(seeds, graph.adjacency, matches, depth, limit)
-        return self.render([h.node for h in hits], relations, graph, max_chars)
+        # Reply context only where the order is the ranking's and a budget decides how much
+        # is read: a ranked recall within max_chars, without a time window (SPEC §5.6).
+        replies = ranked and max_chars is not None and window is None
+        return self.render([h.node for h in hits], relations, graph, max_chars, replies=replies)
 
     def render(
         self,
@@ -387,13 +479,24 @@ class Searcher:
         relations: Sequence[str] | None,
         graph: Graph,
         max_chars: int | None = None,
+        *,
+        replies: bool = False,
     ) -> str:
         """The recall text of SPEC §5.4, within ``max_chars`` (§5.4 v2: entries in result
         order while the joined text fits; the first entry always whole; a perception entry
         right after its result, counted in the characters). Texts and perceptions are read a
         chunk of results at a time, so a small budget reads few nodes. The dangling links of
         results whose links ``graph`` already read are taken from it; only the others' are
-        looked up."""
+        looked up.
+
+        ``replies``: a result that asks something (its text holds a question mark) is
+        followed by its reply — the node that came right after it (:meth:`LinkStore.replies`:
+        its "下文", or the first node of the next remember linked to it) — as one more
+        ``[记忆]`` entry after the result's own entries, unless that node was shown already;
+        a node shown as a reply is not shown again as a result. Reply entries count toward
+        ``max_chars`` like any entry, not toward the results' ``limit``. (On conversations the
+        answer to a question is often the next turn, which shares none of the question's
+        words: benchmarks/RECALL.md.)"""
         t = self._templates
         sep = len(t.entry_separator)
         entries: list[str] = []
@@ -408,19 +511,27 @@ class Searcher:
             used += cost
             return True
 
+        shown: set[str] = set()
         for start in range(0, len(results), RENDER_CHUNK):
-            part = results[start : start + RENDER_CHUNK]
+            part = [nid for nid in results[start : start + RENDER_CHUNK] if nid not in shown]
             texts = self._nodes.texts(part)
             dangling = {nid: graph.dangling[nid] for nid in part if nid in graph.dangling}
             todo = [nid for nid in part if nid not in graph.adjacency]
             if todo:
                 dangling.update(self._links.dangling_outgoing(todo, relations))
+            reply: dict[str, str] = {}
+            if replies:
+                asking = [n for n in part if n in texts and asks(texts[n][0])]
+                reply = self._links.replies(asking, relations) if asking else {}
+                wanted = [r for r in dict.fromkeys(reply.values()) if r not in texts]
+                texts.update(self._nodes.texts(wanted) if wanted else {})
             for nid in part:
-                if nid not in texts:  # pragma: no cover - a result is a live node
+                if nid not in texts or nid in shown:  # a result is a live node; or shown
                     continue
                 content, phrase = texts[nid]
                 if not take(t.memory.format(content=content)):
                     return t.entry_separator.join(entries)
+                shown.add(nid)
                 if nid in dangling:
                     named, unnamed, joiner = t.perception(is_cjk_text(content))
                     names = [r for r in dict.fromkeys(dangling[nid]) if r]
@@ -430,4 +541,9 @@ class Searcher:
                         entry = unnamed.format(phrase=phrase)
                     if not take(entry):
                         return t.entry_separator.join(entries)
+                after = reply.get(nid)
+                if after is not None and after not in shown and after in texts:
+                    if not take(t.memory.format(content=texts[after][0])):
+                        return t.entry_separator.join(entries)
+                    shown.add(after)
         return t.entry_separator.join(entries)

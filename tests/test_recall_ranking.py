@@ -98,6 +98,104 @@ def test_limit_takes_the_best_ranked(make_manager) -> None:
     assert mem.recall(["alpha", "beta"], depth=0, limit=2) == entries("alpha beta a", "alpha d")
 
 
+def test_a_whole_word_outranks_a_substring_of_a_longer_word(mem: MemoryManager) -> None:
+    # Both match "art" by the walk's substring rule; only one has the word.
+    remember(mem, "alpha art show | alpha party notes")
+    assert mem.recall(["alpha"], depth=0) == entries("alpha party notes", "alpha art show")
+    assert mem.recall(["alpha", "art"], depth=0) == entries("alpha art show", "alpha party notes")
+
+
+def test_other_forms_of_an_english_word_count_as_the_word(mem: MemoryManager) -> None:
+    remember(mem, "alpha painting class | alpha beta notes")
+    assert mem.recall(["alpha", "painted"], depth=0) == entries(
+        "alpha painting class", "alpha beta notes"
+    )
+    assert mem.recall(["alpha", "kids"], depth=0) == entries(
+        "alpha beta notes", "alpha painting class"
+    )
+
+
+def test_the_keyword_entry_looks_up_other_forms_of_a_word(make_manager) -> None:
+    mem = make_manager(config=FAST.replace(max_entry_nodes=1))
+    remember(mem, "sea shells")
+    remember(mem, "sea vacation photos from the old album")
+    remember(mem, "sea breeze")
+    # one seed: the node with both words ("vacation" for "vacationed"), although longer
+    assert mem.recall(["sea", "vacationed"], depth=0, entry="keywords") == entries(
+        "sea vacation photos from the old album"
+    )
+    assert mem.recall(["sea", "vacationed"], depth=0, entry="keywords", max_chars=0) == entries(
+        "sea vacation photos from the old album"
+    )
+
+
+# -- reply context ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def asked(make_manager) -> MemoryManager:
+    """'old' (two remembers ago), then one remember: a question and its answer (下文)."""
+    mem = make_manager(config=FAST.replace(focus_limit=1))
+    remember(mem, "old notes on alpha beta")
+    remember(mem, "Did you see the alpha beta comet? | Yes, it was green last night.")
+    return mem
+
+
+OLD = "old notes on alpha beta"
+QUESTION = "Did you see the alpha beta comet?"
+ANSWER = "Yes, it was green last night."
+
+
+def test_a_question_is_followed_by_its_reply_within_a_budget(asked: MemoryManager) -> None:
+    # The walk: the answer (focus), then 'old' (focus link, 1.0), the question (上文, 0.5).
+    assert asked.recall(["alpha", "beta"], depth=1) == entries(OLD, QUESTION, ANSWER)
+    assert asked.recall(["comet", "alpha"], depth=1) == entries(QUESTION, ANSWER, OLD)
+    # only within a budget and only when ranked (two keywords or more)
+    assert asked.recall(["alpha", "beta"], depth=1, max_chars=0) == entries(OLD, QUESTION)
+    assert asked.recall(["alpha"], depth=1) == entries(OLD, QUESTION)
+
+
+def test_the_relation_filter_applies_to_the_replys_link(make_manager, model) -> None:
+    model.default_relation = "related"  # the name of every focus link
+    asked = make_manager(config=FAST.replace(focus_limit=1))
+    remember(asked, OLD)
+    remember(asked, f"{QUESTION} | {ANSWER}")
+    # the question is reached over focus links; its reply's link ("下文") is filtered out
+    focus_links = ["related"]
+    assert asked.recall(["alpha", "beta"], depth=2, relations=focus_links) == entries(
+        OLD, QUESTION
+    )
+    assert asked.recall(["alpha", "beta"], depth=2, relations=[*focus_links, "下文"]) == entries(
+        OLD, QUESTION, ANSWER
+    )
+
+
+def test_a_reply_counts_toward_max_chars_not_limit(asked: MemoryManager) -> None:
+    assert asked.recall(["comet", "alpha"], depth=1, limit=1) == entries(QUESTION, ANSWER)
+    question = len(entries(QUESTION))
+    assert asked.recall(["comet", "alpha"], depth=1, max_chars=question) == entries(QUESTION)
+    both = len(entries(QUESTION, ANSWER))
+    assert asked.recall(["comet", "alpha"], depth=1, max_chars=both - 1) == entries(QUESTION)
+    assert asked.recall(["comet", "alpha"], depth=1, max_chars=both) == entries(QUESTION, ANSWER)
+
+
+def test_a_node_is_shown_once_as_reply_or_result(asked: MemoryManager) -> None:
+    # the answer is a result too ("green"): shown as the question's reply, not again
+    assert asked.recall(["comet", "alpha", "green"], depth=1) == entries(QUESTION, ANSWER, OLD)
+    # the answer ranks first as a result: the question that follows gets no second copy
+    assert asked.recall(["comet", "green"], depth=1) == entries(ANSWER, QUESTION)
+
+
+def test_the_reply_of_the_last_segment_is_the_next_remember(make_manager) -> None:
+    mem = make_manager(config=FAST.replace(focus_limit=1))
+    remember(mem, "Where did alpha beta go?")
+    remember(mem, "To the coast.")
+    remember(mem, "Later, gamma.")
+    assert mem.recall(["alpha", "beta"], depth=2) == entries(
+        "Where did alpha beta go?", "To the coast."
+    )
+
+
 # -- budget ----------------------------------------------------------------------------------------
 
 
