@@ -21,6 +21,7 @@ import functools
 import heapq
 import math
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,7 @@ STRENGTH_EXPONENT = 0.1
 QUESTION_MARKS = ("?", "？")
 
 _ENGLISH_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_STEMMER_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -84,7 +86,8 @@ def stem(term: str) -> str:
     Snowball English stemmer ("painted", "painting", "paints" → "paint"); anything else —
     Chinese words, numbers, "gpt-4" — as it is."""
     if _ENGLISH_WORD.fullmatch(term):
-        return str(_english_stemmer().stemWord(term))
+        with _STEMMER_LOCK:  # a Snowball stemmer keeps its word in itself while it works
+            return str(_english_stemmer().stemWord(term))
     return term
 
 
