@@ -1,8 +1,14 @@
 """Where the time of a recall goes on Oxigraph (the findings are in benchmarks/PROFILE.md).
 
     python benchmarks/profile_recall.py [--nodes 10000] [--repeat 200] [--cprofile]
+                                        [--read-mirror on|off]
 
-On a store from the fast loader (the suite's workload), for depth 2 and 4:
+On a store from the fast loader (the suite's workload), for depth 2 and 4, read through the
+read mirror (``Config.read_mirror``, default ``on``; waited for before timing) or the disk
+store (``off``):
+
+* the public ``recall()`` against ``Searcher.recall`` with the same seeds (what the public
+  call adds: the focus query, the keyword weights, the scheduler);
 
 * every query a ``Searcher.recall`` runs, with its rows and time, split into Oxigraph's own
   work (parsing, planning, evaluation: ``Store.query`` plus iterating the solutions) and the
@@ -55,7 +61,7 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
 def split_rows(store: AgentStore, query: str) -> tuple[float, float, float, int]:
     """(query call ms, iterate ms, convert ms, rows) of one query, like AgentStore.rows."""
     t0 = time.perf_counter()
-    result = store.store.query(query, prefixes=V.PREFIXES)
+    result = store._reads().query(query, prefixes=V.PREFIXES)
     t1 = time.perf_counter()
     assert isinstance(result, ox.QuerySolutions)
     width = len(result.variables)
@@ -95,11 +101,17 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--cprofile", action="store_true")
+    parser.add_argument("--read-mirror", choices=("on", "off"), default="on")
     args = parser.parse_args()
-    cfg = Config(auto_compress=False)
+    cfg = Config(auto_compress=False, read_mirror=args.read_mirror == "on")
     with tempfile.TemporaryDirectory() as tmp:
         generate(Path(tmp) / "agent", args.nodes, decay=120, forgotten=0.05)
         with MemoryManager("agent", data_dir=tmp, config=cfg, model=FastModel()) as mem:
+            assert isinstance(mem._store, AgentStore)
+            start = time.perf_counter()
+            mem._store.wait_mirror()
+            print(f"read mirror: {mem._store.mirror_state} "
+                  f"(ready {time.perf_counter() - start:.1f} s after open)")
             run(mem, args)
 
 
@@ -123,9 +135,12 @@ def run(mem: MemoryManager, args: argparse.Namespace) -> None:
             label = f"depth {depth}, keywords {keywords or '(none)'}"
             total = median_ms(functools.partial(mem._searcher.recall, seeds, keywords, None,
                                                 depth, limit), args.repeat)
+            public = median_ms(functools.partial(mem.recall, keywords, depth=depth,
+                                                 max_chars=0), args.repeat)
             with Recorder(store) as rec:
                 mem._searcher.recall(seeds, keywords, None, depth, limit)
-            print(f"== {label}: recall p50 {total:.2f} ms, {len(rec.log)} queries")
+            print(f"== {label}: Searcher.recall p50 {total:.2f} ms, {len(rec.log)} queries; "
+                  f"public recall() {public:.2f} ms")
             print(f"   {'query':<22}{'rows':>6}{'ms':>8}{'query':>9}{'iterate':>9}"
                   f"{'convert':>9}{'µs/row':>9}")
             parts = []
@@ -184,12 +199,32 @@ def alternatives(mem: MemoryManager, store: AgentStore, seeds: list[Any], thresh
           f"as one two-hop query: {one_query:.3f} ms "
           f"({len(store.rows(two_hop))} rows, duplicates included)")
 
+    # What each part of the level query costs on the store that answers reads (issue 16):
+    # the liveness probe of the target and the relation are OPTIONAL lookups per row.
+    sources = render("outgoing_links", sources=[node_ref(n) for n in hop1],
+                     threshold=threshold, relations=None)
+    values1 = " ".join(node_ref(n) for n in hop1)
+    core = (f"?link memory:source ?source ; memory:target ?target ; memory:strength ?strength "
+            f". FILTER(?strength >= {threshold})")
+    parts = {
+        "outgoing_links.rq": sources,
+        "without the liveness OPTIONAL": f"SELECT * WHERE {{ VALUES ?source {{ {values1} }} "
+                                         f"{core} OPTIONAL {{ ?link memory:relation ?r }} }}",
+        "without either OPTIONAL": f"SELECT * WHERE {{ VALUES ?source {{ {values1} }} {core} }}",
+        "?link memory:source only": f"SELECT * WHERE {{ VALUES ?source {{ {values1} }} "
+                                    f"?link memory:source ?source }}",
+    }
+    for what, text in parts.items():
+        took = median_ms(lambda text=text: store.rows(text), repeat)
+        print(f"   level 1 ({len(hop1)} nodes), {what}: {took:.3f} ms "
+              f"({len(store.rows(text))} rows)")
+
     src = ox.NamedNode(V.MEMORY + "source")
     tgt = ox.NamedNode(V.MEMORY + "target")
     strength = ox.NamedNode(V.MEMORY + "strength")
     scans = ox.NamedNode(V.MEMORY + "scanCount")
     graph = ox.DefaultGraph()
-    st = store.store
+    st = store._reads()
 
     def by_pattern(nodes: list[str]) -> list[tuple[str, str, float]]:
         out = []
