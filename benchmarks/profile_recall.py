@@ -45,7 +45,9 @@ from memory_rdf import Config, MemoryManager  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
 from memory_rdf._store import AgentStore, Term, lit, node_id, node_ref, render, to_python  # noqa: E402
 
-QUERY_NAMES = ("live_outgoing_links", "matching_nodes", "node_texts", "dangling_links",
+QUERY_NAMES = ("# outgoing_links", "# dangling_targets", "# dangling_link_details",
+               "# matching_texts", "live_outgoing_links", "matching_nodes", "node_texts",
+               "dangling_links",
                "focus_nodes")
 
 
@@ -85,7 +87,7 @@ class Recorder:
             start = time.perf_counter()
             out = self._rows(query)
             took = (time.perf_counter() - start) * 1000
-            name = next((n for n in QUERY_NAMES if n in query), "other")
+            name = next((n.lstrip("# ") for n in QUERY_NAMES if n in query), "other")
             self.log.append((name, len(out), took, query))
             return out
 
