@@ -683,7 +683,7 @@ class _LoadSink:
 class _Mirror:
     """The read mirror of an :class:`AgentStore`: an in-memory ``pyoxigraph.Store`` holding a
     copy of every graph of the disk store, which then answers the store's reads (``rows``,
-    ``ask``, ``quads``, the user's SPARQL) — the same SPARQL on the same data, ~4× cheaper
+    ``ask``, ``quads``, the user's SPARQL) — the same SPARQL on the same data, ~3× cheaper
     per joined row than RocksDB (benchmarks/PROFILE.md).
 
     Built in a background thread when the store opens (reads go to disk until it is ready):
@@ -691,9 +691,9 @@ class _Mirror:
     taken while the write lock is held; every update committed after it is queued and applied
     once the copy is in, so the mirror is exactly the disk store from then on. Each commit
     applies its update to the disk store first (the truth, and the journal), then to the
-    mirror (:meth:`apply`). A mirror that
-    fails to apply an update is dropped (reads go back to disk) and rebuilt once; a second
-    failure leaves the store without one. Both are logged as warnings.
+    mirror (:meth:`apply`). A mirror that fails to apply an update is dropped (reads go back
+    to disk) and rebuilt once; a second failure leaves the store without one. Both are
+    logged as warnings.
     """
 
     def __init__(self, owner: AgentStore, wanted: bool | None, failures: int = 0) -> None:
