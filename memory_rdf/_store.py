@@ -646,6 +646,19 @@ class _Cancelled(Exception):
     pass
 
 
+def _release_freed_memory() -> None:
+    """Give the memory freed by a dropped mirror back to the system (glibc ``malloc_trim``;
+    nothing elsewhere). Without it the freed pages stayed in the allocator's per-thread arenas
+    (each build runs in its own thread) and RSS kept climbing across renewals (measured: 10k
+    nodes, continuous compression, 1.28 GB after 4 minutes)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class _LoadSink:
     """Where the disk store's dump (N-Quads) goes while the mirror is built: each full chunk
     (cut at a line end) is loaded into the mirror at once. ``started`` is called at the first
@@ -696,8 +709,10 @@ class _Mirror:
     logged as warnings.
     """
 
-    def __init__(self, owner: AgentStore, wanted: bool | None, failures: int = 0) -> None:
+    def __init__(self, owner: AgentStore, wanted: bool | None, failures: int = 0,
+                 renewal: bool = False) -> None:
         self.owner = owner
+        self.renewal = renewal  # built again to shed a previous copy's deleted triples
         self.wanted = wanted
         self.failures = failures
         #: The in-memory store, once built (None while loading, or when not kept).
@@ -757,7 +772,7 @@ class _Mirror:
         self.store = None
         self.state = "off"
         self.owner.mirror_renewals += 1
-        self.owner._mirror = _Mirror(self.owner, True, self.failures)
+        self.owner._mirror = _Mirror(self.owner, True, self.failures, renewal=True)
 
     def _build(self) -> None:
         owner = self.owner
@@ -805,6 +820,8 @@ class _Mirror:
                 self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
                 self.store = mirror
                 self.state = "on"
+            if self.renewal:
+                _release_freed_memory()
         except Exception as exc:
             if self._cancel.is_set():
                 self.state = "off"
