@@ -622,10 +622,46 @@ def available_memory() -> int | None:
         return None
 
 
-def mirror_fits(nodes: int, available: int | None) -> bool:
-    """The automatic choice: does a mirror of ``nodes`` nodes fit the memory budget?"""
-    budget = MIRROR_FALLBACK_BUDGET if available is None else available * MIRROR_MEMORY_SHARE
-    return nodes * MIRROR_BYTES_PER_NODE <= budget
+def mirror_fits(nodes: int, available: int | None, reserved: int = 0) -> bool:
+    """The automatic choice: does a mirror of ``nodes`` nodes fit the memory budget, next to
+    the ``reserved`` bytes the process's other mirrors are estimated to take? The budget is
+    MIRROR_MEMORY_SHARE of the memory available without them, so the mirrors of all agents
+    of a process together stay within it (not a quarter of what is left, agent after agent)."""
+    if available is None:
+        budget = float(MIRROR_FALLBACK_BUDGET)
+    else:
+        budget = (available + reserved) * MIRROR_MEMORY_SHARE
+    return reserved + nodes * MIRROR_BYTES_PER_NODE <= budget
+
+
+class _MirrorBudget:
+    """The estimated bytes of every read mirror of the process, by store: what the automatic
+    choice of one agent's mirror counts beside its own (a MemorySystem of many agents)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reserved: dict[int, int] = {}
+
+    def claim(self, owner: object, nodes: int, wanted: bool | None) -> bool:
+        """Reserve ``owner``'s mirror estimate; with ``wanted=None`` only when it fits."""
+        estimate = nodes * MIRROR_BYTES_PER_NODE
+        with self._lock:
+            others = sum(v for k, v in self._reserved.items() if k != id(owner))
+            if wanted is None and not mirror_fits(nodes, available_memory(), others):
+                return False
+            self._reserved[id(owner)] = estimate
+            return True
+
+    def release(self, owner: object) -> None:
+        with self._lock:
+            self._reserved.pop(id(owner), None)
+
+    def reserved(self) -> int:
+        with self._lock:
+            return sum(self._reserved.values())
+
+
+MIRROR_BUDGET = _MirrorBudget()
 
 
 def _nodes_estimate(disk: ox.Store) -> int:
@@ -764,6 +800,8 @@ class _Mirror:
             )
             if again:
                 self.owner._mirror = _Mirror(self.owner, True, self.failures + 1)
+            else:
+                MIRROR_BUDGET.release(self.owner)
 
     def renew(self) -> None:
         """Drop this copy (and the deleted triples it keeps) and build a fresh one from the
@@ -778,13 +816,14 @@ class _Mirror:
         owner = self.owner
         try:
             disk = owner.store
-            if self.wanted is None:
-                nodes = _nodes_estimate(disk)
-                if not mirror_fits(nodes, available_memory()):
-                    self.state = "too large"
-                    log.info("memory_rdf: no read mirror for %s: %d nodes would take ~%d MB",
-                             owner.location, nodes, nodes * MIRROR_BYTES_PER_NODE // 2**20)
-                    return
+            nodes = _nodes_estimate(disk)
+            if not MIRROR_BUDGET.claim(owner, nodes, self.wanted):
+                self.state = "too large"
+                log.info("memory_rdf: no read mirror for %s: %d nodes would take ~%d MB, "
+                         "beside ~%d MB for the process's other mirrors",
+                         owner.location, nodes, nodes * MIRROR_BYTES_PER_NODE // 2**20,
+                         MIRROR_BUDGET.reserved() // 2**20)
+                return
             mirror = ox.Store()
             lock = owner._write_lock
             lock.acquire()
@@ -823,6 +862,8 @@ class _Mirror:
             if self.renewal:
                 _release_freed_memory()
         except Exception as exc:
+            if owner._mirror is self:  # not replaced: no mirror of this store is held
+                MIRROR_BUDGET.release(owner)
             if self._cancel.is_set():
                 self.state = "off"
             else:
@@ -990,6 +1031,7 @@ class AgentStore(MemoryStore):
         self._mirror = None
         if mirror is not None:
             mirror.stop()
+        MIRROR_BUDGET.release(self)
 
     @property
     def mirror_state(self) -> str:

@@ -133,6 +133,33 @@ def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
         assert_in_step(mem)
 
 
+def test_the_automatic_choice_counts_the_process_s_other_mirrors(
+        data_dir: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many agents in one process: their mirrors together stay within the share of memory,
+    # not a quarter of what is left, agent after agent.
+    for agent in ("a", "b"):
+        with MemoryManager(agent, data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+            build(mem, model)
+            store = mem._store
+            assert isinstance(store, AgentStore)
+            estimate = _store._nodes_estimate(store.store) * _store.MIRROR_BYTES_PER_NODE
+    # room for one of the two: a needs 4x its size available, a and b together 7x
+    monkeypatch.setattr(_store, "available_memory", lambda: 5 * estimate)
+    with MemoryManager("a", data_dir=data_dir, config=FAST, model=model) as a:
+        a_store = a._store
+        assert isinstance(a_store, AgentStore) and a_store.wait_mirror(60)
+        assert _store.MIRROR_BUDGET.reserved() == estimate
+        with MemoryManager("b", data_dir=data_dir, config=FAST, model=model) as b:
+            b_store = b._store
+            assert isinstance(b_store, AgentStore) and not b_store.wait_mirror(60)
+            assert b_store.mirror_state == "too large"
+            assert "JWT" in b.recall(["JWT"], depth=2)  # read from disk, same answers
+    assert _store.MIRROR_BUDGET.reserved() == 0  # closing gives the share back
+    with MemoryManager("b", data_dir=data_dir, config=FAST, model=model) as b:
+        b_store = b._store
+        assert isinstance(b_store, AgentStore) and b_store.wait_mirror(60)
+
+
 @pytest.mark.parametrize("value", ["yes", 1, 0, 0.5, "None"])
 def test_bad_read_mirror_values_are_refused(value: object) -> None:
     with pytest.raises(ConfigError, match="read_mirror must be a bool or None"):
