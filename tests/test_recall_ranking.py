@@ -15,6 +15,8 @@ from memory_rdf import Config, ConfigError, MemoryManager, Templates
 from _graph import set_strength
 from helpers import FAST, ScriptedModel, remember
 
+BACKENDS = ("embedded", "endpoint")
+
 SEP = "\n---\n"
 
 
