@@ -202,6 +202,10 @@ class MemorySystem:
         self.close()
 
 
+#: A recall's checked arguments: keywords, relations, depth, entry, limit, max_chars.
+_RecallArgs = tuple[list[str], list[str] | None, int, str, int, int | None]
+
+
 class MemoryManager:
     """The long-term memory of one agent.
 
@@ -482,21 +486,17 @@ class MemoryManager:
                 recall was waiting behind).
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
+        args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
+        window = _window(since, until)
         seconds = check_timeout(timeout, zero=True)
+        self._check_open()
         if seconds is None:
             # An idle agent's recall runs in the calling thread (same order as queued).
-            args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
-            window = _window(since, until)
-            self._check_open()
-            future: Future[str] = Future()
+            inline: Future[str] = Future()
             if self._system._scheduler.run_inline(self.agent_id, self._recall_task(
-                    args, window, future)):
-                return future.result()
-        future = self.recall_async(
-            keywords, relations, depth, entry=entry, since=since, until=until,
-            limit=limit, max_chars=max_chars,
-        )
-        return self._result(future, seconds, "recall")
+                    args, window, inline)):
+                return inline.result()
+        return self._result(self._submit_recall(args, window, None), seconds, "recall")
 
     def _result(self, future: Future[T], timeout: float | None, what: str) -> T:
         """Wait for a queued task's result; on timeout, cancel it and say what it waited for."""
@@ -555,6 +555,13 @@ class MemoryManager:
         window = _window(since, until)
         seconds = check_timeout(timeout, zero=True)
         self._check_open()
+        return self._submit_recall(args, window, seconds)
+
+    def _submit_recall(
+        self, args: _RecallArgs,
+        window: Window | None, seconds: float | None,
+    ) -> Future[str]:
+        """Queue a checked recall; with ``seconds`` its future fails with TimeoutError then."""
         future: Future[str] = Future()
         if seconds is not None:
             self._expire(future, seconds, "recall")
@@ -564,7 +571,7 @@ class MemoryManager:
         return future
 
     def _recall_task(
-        self, args: tuple[list[str], list[str] | None, int, str, int, int | None],
+        self, args: _RecallArgs,
         window: Window | None, future: Future[str],
     ) -> Task:
         def start() -> Generator[Backoff, None, str]:
@@ -603,7 +610,7 @@ class MemoryManager:
         entry: object,
         limit: object = None,
         max_chars: object = None,
-    ) -> tuple[list[str], list[str] | None, int, str, int, int | None]:
+    ) -> _RecallArgs:
         if isinstance(keywords, str | bytes) or not isinstance(keywords, Sequence):
             raise InvalidTypeError(
                 f"keywords must be a list of str (not a bare str), got {type(keywords).__name__}"
