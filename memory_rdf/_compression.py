@@ -32,6 +32,7 @@ from memory_rdf._store import (
     Term,
     WriteBatch,
     iri_ref,
+    link_ends,
     link_ref,
     lit,
     node_id,
@@ -261,17 +262,6 @@ class _Chunk:
 _TEXT_PREDICATES = {
     V.MEMORY + name: V.m(name) for name in ("content", "phrase", "keyword", "term", "termCount")
 }
-
-
-def link_ends(iri: str) -> LinkKey | None:
-    """``(source, target)`` of a link IRI ``link:{source}--{target}`` (SPEC §2), or None when
-    the IRI is not of that form (its ends are then read from the store)."""
-    if not iri.startswith(V.LINK):
-        return None
-    source, sep, target = iri[len(V.LINK):].partition("--")
-    if not sep or not source or not target or "--" in target:
-        return None
-    return source, target
 
 
 def _text_triples(ref: str, p: Processed, keyword_index: bool) -> list[str]:

@@ -87,6 +87,17 @@ def link_iri(source: str, target: str) -> str:
     return f"{V.LINK}{source}--{target}"
 
 
+def link_ends(iri: str) -> tuple[str, str] | None:
+    """``(source, target)`` of a link IRI ``link:{source}--{target}`` (SPEC §2; the inverse of
+    :func:`link_iri`), or None when the IRI is not of that form (read its ends from the store)."""
+    if not iri.startswith(V.LINK):
+        return None
+    source, sep, target = iri[len(V.LINK):].partition("--")
+    if not sep or not source or not target or "--" in target:
+        return None
+    return source, target
+
+
 def link_ref(source: str, target: str) -> Term:
     return Term(str(ox.NamedNode(link_iri(source, target))))
 
