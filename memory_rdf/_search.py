@@ -91,8 +91,7 @@ def stem(term: str) -> str:
     return term
 
 
-#: The keyword entry also looks up the other forms of an English query word (:func:`word_forms`).
-EXPAND_FORMS = True
+#: Endings tried for the other forms of an English query word (:func:`word_forms`).
 _ENDINGS = ("", "e", "s", "es", "ed", "ing", "er", "ers", "ion", "ions", "al", "ly")
 
 
@@ -361,8 +360,8 @@ class Searcher:
         if not terms or limit < 1:
             return []
         stats = self.collection_stats(generation)  # first: a refresh also drops cached dfs
-        if EXPAND_FORMS:
-            terms = list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
+        # the other forms of English query words too (:func:`word_forms`)
+        terms = list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
         df = self.document_frequencies(terms, POSTING_BUDGET + 1)
         present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
         if not present:
