@@ -7,7 +7,7 @@ shortcut triple ``node:a memory:link node:b``. A link whose target is no longer 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
 from memory_rdf._store import (
     MemoryStore,
+    Row,
     WriteBatch,
     iri_ref,
     link_iri,
@@ -76,21 +77,14 @@ class LinkStore:
         """Live links out of ``sources`` (``outgoing_links.rq``), split by their target:
         ``(source, target, strength, relation)`` of links to live nodes, and
         ``(source, strength, relation)`` of dangling ones; relation "" = unnamed."""
-        rels = None if relations is None else [lit(r) for r in relations]
         live: list[tuple[str, str, float, str]] = []
         dangling: list[tuple[str, float, str]] = []
-        for part in chunks(sources):
-            query = render(
-                "outgoing_links",
-                sources=[node_ref(i) for i in part],
-                threshold=self._threshold,
-                relations=rels,
-            )
-            for s, t, w, rel, alive in self._store.rows(query):
-                if alive is None:
-                    dangling.append((node_id(s), w, rel or ""))
-                else:
-                    live.append((node_id(s), node_id(t), w, rel or ""))
+        for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
+                                                        relations):
+            if alive is None:
+                dangling.append((node_id(s), w, rel or ""))
+            else:
+                live.append((node_id(s), node_id(t), w, rel or ""))
         return live, dangling
 
     def replies(
@@ -101,21 +95,26 @@ class LinkStore:
         the target of its "下文" link (the next segment of the same remember) if it has one,
         else the earliest created (a node of a later remember, linked to the source while the
         source was in focus: SPEC §5.1 step 3). Sources without such a link are absent."""
-        rels = None if relations is None else [lit(r) for r in relations]
         best: dict[str, tuple[bool, Any, str]] = {}
-        for part in chunks(sources):
-            query = render(
-                "reply_context",
-                nodes=[node_ref(i) for i in part],
-                threshold=self._threshold,
-                relations=rels,
-            )
-            for s, t, rel, created in self._store.rows(query):
-                source, target = node_id(s), node_id(t)
-                key = (rel != NEXT_RELATION, created, target)
-                if source not in best or key < best[source]:
-                    best[source] = key
+        for s, t, rel, created in self._filtered_rows("reply_context", "nodes", sources,
+                                                       relations):
+            source, target = node_id(s), node_id(t)
+            key = (rel != NEXT_RELATION, created, target)
+            if source not in best or key < best[source]:
+                best[source] = key
         return {source: key[2] for source, key in best.items()}
+
+    def _filtered_rows(
+        self, name: str, param: str, ids: Sequence[str], relations: Sequence[str] | None
+    ) -> Iterator[Row]:
+        """Rows of query ``name`` for the nodes ``ids`` (bound to ``param``, a chunk at a
+        time) over live links (``$threshold``) of the given relations (None: any)."""
+        rels = None if relations is None else [lit(r) for r in relations]
+        for part in chunks(ids):
+            yield from self._store.rows(render(
+                name, **{param: [node_ref(i) for i in part]},
+                threshold=self._threshold, relations=rels,
+            ))
 
     def dangling_outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None
