@@ -112,9 +112,12 @@ def word_forms(term: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+@functools.lru_cache(maxsize=4096)
 def rank_words(text: str) -> frozenset[str]:
     """The stemmed index terms of a text (:func:`~memory_rdf._text.tokenize_for_index`: the
-    ``memory:term`` rule, stop words dropped, Chinese in the segmenter's search mode)."""
+    ``memory:term`` rule, stop words dropped, Chinese in the segmenter's search mode).
+    Cached by text: tokenizing costs ~35-50 µs per 150-300 characters, paid for every ranked
+    hit of every recall, and the same nodes are ranked again by later recalls."""
     return frozenset(stem(t) for t in tokenize_for_index(text))
 
 
