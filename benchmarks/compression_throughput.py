@@ -17,12 +17,17 @@ mirror is waited for before timing): reads are cheaper from memory, but every wr
 to both stores.
 
     python benchmarks/compression_throughput.py [--sizes 10000,100000] [--slices 20] [--decay 120]
-                                                [--read-mirror both|on|off]
+                                                [--read-mirror both|on|off] [--store DIR]
+
+``--store DIR`` keeps the generated, optimized store of each size in ``DIR`` and later runs
+time a fresh copy of it (building 100k nodes takes minutes): every run starts from the same
+state.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -52,20 +57,34 @@ def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, float, int
     return scanned / spent, scanned / max(spent - in_model, 1e-9), scanned, calls
 
 
-def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
-        mirrors: tuple[bool, ...]) -> None:
-    path = tmp / f"agent{size}"
+def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:
+    """Generate the store at ``path`` and compact it."""
     start = time.perf_counter()
     generate(path, size, decay=decay, focus_limit=focus_limit)
     print(f"\n{size:,} nodes: generated and bulk-loaded in {time.perf_counter() - start:.1f} s")
     # A bulk-loaded store is not compacted; scans on it ran 5.8x slower (203 vs 1,176 scans/s
     # at 100k). A live agent's store is compacted in the background when idle, so measure that.
-    with MemoryManager(path.name, data_dir=tmp, config=Config(auto_compress=False)) as mem:
+    with MemoryManager(path.name, data_dir=path.parent,
+                       config=Config(auto_compress=False, read_mirror=False)) as mem:
         start = time.perf_counter()
         assert mem._store is not None
         mem._store.optimize()
         links = mem.stats()["links"] / max(1, mem.stats()["nodes"])
         print(f"  optimize(): {time.perf_counter() - start:.1f} s; {links:.1f} links per node")
+
+
+def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
+        mirrors: tuple[bool, ...], keep: Path | None) -> None:
+    path = tmp / f"agent{size}"
+    if keep is None:
+        prepare(path, size, focus_limit, decay)
+    else:
+        kept = keep / f"agent{size}-f{focus_limit}-d{decay:g}"
+        if not kept.exists():
+            prepare(kept, size, focus_limit, decay)
+        start = time.perf_counter()
+        shutil.copytree(kept, path)
+        print(f"\n{size:,} nodes: copied from {kept} in {time.perf_counter() - start:.1f} s")
     model: SmallModel
     runs = [(mirror, label, model) for mirror in mirrors
             for label, model in (("FastModel", FastModel()), ("built-in model", HeuristicModel()))]
@@ -107,11 +126,13 @@ def main() -> None:
                         help="time the scans with the read mirror off, on, or both")
     parser.add_argument("--focus-limit", type=int, default=5,
                         help="focus size of the generated remembers (more focus, more links)")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="keep the generated stores here and time copies of them")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             mirrors = {"both": (False, True), "on": (True,), "off": (False,)}[args.read_mirror]
-            run(size, args.slices, Path(tmp), args.focus_limit, args.decay, mirrors)
+            run(size, args.slices, Path(tmp), args.focus_limit, args.decay, mirrors, args.store)
 
 
 if __name__ == "__main__":

@@ -230,32 +230,36 @@ class _Chunk:
     def _rewrite_ops(self, store: MemoryStore, batch: WriteBatch, deletes: list[str],
                      inserts: list[str]) -> None:
         """The text triples of the rewritten nodes that change: the old ones are read
-        (``node_text_triples.rq``) and only the difference is deleted and inserted. A node
-        holding a text literal of another form than the library writes has its text deleted
-        by pattern (``delete_node_texts.ru``) and all of the new one inserted."""
+        (``node_text_triples.rq``) and only the difference is deleted and inserted (compared
+        as values: only the triples that change are serialized). A node holding a text
+        literal of another form than the library writes has its text deleted by pattern
+        (``delete_node_texts.ru``) and all of the new one inserted."""
         refs = {nid: node_ref(nid) for nid, _ in self.rewrites}
-        old: dict[str, set[str]] = {nid: set() for nid in refs}
+        old: dict[str, set[tuple[str, str | int]]] = {nid: set() for nid in refs}
         odd: set[str] = set()
         query = render("node_text_triples", nodes=list(refs.values()))
         for iri, p, o, plain in store.rows(query):
             nid = node_id(iri)
             predicate = _TEXT_PREDICATES.get(p)
-            if nid not in old:
+            was = old.get(nid)
+            if was is None:
                 continue
             if plain is not True or predicate is None:
                 odd.add(nid)
                 continue
-            old[nid].add(triple(refs[nid], predicate, lit(o)))
+            was.add((predicate, o))
         if odd:
             batch.update("delete_node_texts", nodes=[refs[n] for n in sorted(odd)])
         for nid, p in self.rewrites:
-            new = _text_triples(refs[nid], p, self.keyword_index)
+            ref = refs[nid]
+            new = _text_values(p, self.keyword_index)
             if nid in odd:
-                inserts += new
+                inserts += [triple(ref, pred, lit(v)) for pred, v in new]
                 continue
             was = old[nid]
-            deletes += sorted(was.difference(new))
-            inserts += [t for t in new if t not in was]
+            fresh = set(new)
+            deletes += sorted(triple(ref, pred, lit(v)) for pred, v in was.difference(fresh))
+            inserts += [triple(ref, pred, lit(v)) for pred, v in new if (pred, v) not in was]
 
 
 #: Text predicates (full IRI → SPARQL form) that a rewrite replaces (node_text_triples.rq).
@@ -264,14 +268,15 @@ _TEXT_PREDICATES = {
 }
 
 
-def _text_triples(ref: str, p: Processed, keyword_index: bool) -> list[str]:
-    """Content, phrase, keywords and index terms (SPEC §5.5) of a rewritten node."""
-    out = [triple(ref, V.CONTENT, lit(p.content)), triple(ref, V.PHRASE, lit(p.phrase))]
-    out += [triple(ref, V.KEYWORD, lit(k)) for k in p.keywords]
+def _text_values(p: Processed, keyword_index: bool) -> list[tuple[str, str | int]]:
+    """(predicate, value) of the content, phrase, keywords and index terms (SPEC §5.5) of a
+    rewritten node."""
+    out: list[tuple[str, str | int]] = [(V.CONTENT, p.content), (V.PHRASE, p.phrase)]
+    out += [(V.KEYWORD, k) for k in p.keywords]
     terms = index_terms(p.content, p.keywords) if keyword_index else []
-    out += [triple(ref, V.TERM, lit(t)) for t in terms]
+    out += [(V.TERM, t) for t in terms]
     if terms:
-        out.append(triple(ref, V.TERM_COUNT, lit(len(terms))))
+        out.append((V.TERM_COUNT, len(terms)))
     return out
 
 

@@ -112,6 +112,7 @@ def node_id(iri: str) -> str:
 
 
 _XSD_DATETIME = ox.NamedNode(V.XSD + "dateTime")
+_XSD_DOUBLE = ox.NamedNode(V.XSD + "double")
 
 
 def lit(value: str | int | float | bool | datetime) -> Term:
@@ -121,7 +122,7 @@ def lit(value: str | int | float | bool | datetime) -> Term:
         return Term(str(ox.Literal(value.isoformat(), datatype=_XSD_DATETIME)))
     if isinstance(value, float):
         # repr() round-trips exactly; pyoxigraph would print e.g. "0.5" for 0.5 anyway.
-        return Term(str(ox.Literal(repr(value), datatype=ox.NamedNode(V.XSD + "double"))))
+        return Term(str(ox.Literal(repr(value), datatype=_XSD_DOUBLE)))
     return Term(str(ox.Literal(value)))
 
 
@@ -1010,6 +1011,7 @@ class AgentStore(MemoryStore):
         self._unflushed = 0  # bytes of update text since the last flush()
         self.auto_flushes = 0
         self._optimizer: threading.Thread | None = None
+        self._flusher: threading.Thread | None = None  # a background flush (commit)
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
@@ -1081,6 +1083,8 @@ class AgentStore(MemoryStore):
         if self._optimizer is not None:
             self._optimizer.join()
             self._optimizer = None
+        self.wait_flush()
+        self._flusher = None
         if self._store is not None:
             if not self.read_only and self.path is not None:
                 with contextlib.suppress(StoreError):
@@ -1157,6 +1161,7 @@ class AgentStore(MemoryStore):
             if self._optimizer is not None:
                 self._optimizer.join()
                 self._optimizer = None
+            self.wait_flush()
             try:
                 for leftover in (new, old):
                     if leftover.exists():
@@ -1230,11 +1235,31 @@ class AgentStore(MemoryStore):
                 self._mirror.apply(text)
             self._unflushed += len(text)
             if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
-                self._unflushed = 0
-                self.auto_flushes += 1
-                with contextlib.suppress(StoreError):  # the write landed; flushing is upkeep
-                    self.flush()
+                self._flush_in_background()
         batch.run_after_commit()
+
+    def _flush_in_background(self) -> None:
+        """Flush RocksDB's memtables in a background thread (the write lock is held): the
+        writer goes on meanwhile (a flush took 60-90 ms at 100k nodes, 50-130 µs of every
+        compression scan when the writer waited for it). One flush at a time: a writer that
+        wrote FLUSH_AFTER_BYTES more while the previous flush still runs waits for it."""
+        self._unflushed = 0
+        self.wait_flush()
+        self.auto_flushes += 1
+        store = self.store
+
+        def run() -> None:
+            with contextlib.suppress(StoreError), _storage_errors("background flush"):
+                store.flush()  # the write landed; flushing is upkeep
+
+        self._flusher = threading.Thread(target=run, name="memory-rdf-flush", daemon=True)
+        self._flusher.start()
+
+    def wait_flush(self) -> None:
+        """Wait for a background flush in progress (see :meth:`_flush_in_background`)."""
+        flusher = self._flusher
+        if flusher is not None:
+            flusher.join()
 
     def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
               graph: str | None) -> list[tuple[Any, Any, Any]]:

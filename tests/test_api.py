@@ -21,6 +21,7 @@ from memory_rdf import (
     StoreLockedError,
     UpdateRefusedError,
 )
+from memory_rdf import _vocab as V
 
 from helpers import FAST, ScriptedModel, remember, say
 
@@ -313,3 +314,24 @@ def test_the_writer_flushes_memtables_as_writes_pile_up(mem: MemoryManager) -> N
         assert store._unflushed < 20_000 + 10_000  # reset at each flush, never piles up
     assert store.auto_flushes >= 2
     assert mem.stats()["nodes"] == 40
+
+
+def test_the_flush_runs_beside_the_writer_and_close_waits_for_it(tmp_path: Path) -> None:
+    """A flush runs in a background thread (the writer does not wait for it); close() waits
+    for it, and what was written is there after reopening."""
+    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+
+    store = AgentStore(tmp_path / "a")
+    store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
+    for i in range(30):
+        batch = WriteBatch()
+        batch.insert([triple(node_ref(f"n{i}"), V.CONTENT, lit(f"text {i}"))])
+        store.commit(batch)
+    assert 1 <= store.auto_flushes <= 30
+    flusher = store._flusher
+    assert flusher is not None
+    store.close()
+    assert not flusher.is_alive() and store._flusher is None
+    again = AgentStore(tmp_path / "a")
+    assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == 30
+    again.close()
