@@ -243,6 +243,19 @@ def test_segment_keeps_a_message_that_fits_whole() -> None:
     assert len(HeuristicModel(merge_chars=20).segment(short)) == 2
 
 
+def test_segment_merges_only_short_exchanges() -> None:
+    # A short question and its short answer stay one memory; two longer turns that share a
+    # word stay one memory each unless merge_chars allows more (benchmarks/RECALL.md, 15).
+    short = "user: Did you go hiking?\nassistant: Yes, hiking at the falls."
+    assert HeuristicModel().segment(short) == [short]
+    pair = ("user: Maria: I just started doing aerial yoga at the studio near the park.\n"
+            "assistant: John: Aerial yoga sounds fun, I only do a weekend class.")
+    assert 100 < len(pair) <= 200
+    first, second = pair.split("\n")
+    assert HeuristicModel().segment(pair) == [first, second]
+    assert HeuristicModel(merge_chars=200).segment(pair) == [pair]
+
+
 def test_segment_never_splits_an_english_word(model: HeuristicModel) -> None:
     words = set(re.findall(r"[A-Za-z0-9]+", LONG_EN))
     for s in model.segment(LONG_EN):

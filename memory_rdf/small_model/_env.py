@@ -33,7 +33,7 @@ def model_from_env(environ: Mapping[str, str] | None = None) -> SmallModel:
     Raises :class:`~memory_rdf.ConfigError` (a ``ValueError``) naming the variable at fault.
 
     >>> model_from_env({"MEMORY_RDF_MODEL": "heuristic"})
-    HeuristicModel(max_segment_chars=400, merge_chars=200)
+    HeuristicModel(max_segment_chars=400, merge_chars=100)
     >>> with model_from_env({"MEMORY_RDF_MODEL": "ollama:qwen2.5:7b"}) as model:
     ...     print(model.model, model.base_url)
     qwen2.5:7b http://localhost:11434

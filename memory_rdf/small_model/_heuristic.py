@@ -24,6 +24,7 @@ from memory_rdf._text import (
     ROLE_NAMES,
     Token,
     cut_han,
+    is_cjk_text,
     is_han,
     is_word_char,
     jieba_module,
@@ -520,6 +521,9 @@ def _pieces(body: str, budget: int) -> list[str]:
 
 # --------------------------------------------------------------------------- the model
 
+#: Text that is mostly Chinese (``is_cjk_text``) merges up to this many times ``merge_chars``.
+CJK_MERGE_FACTOR = 2
+
 
 class HeuristicModel:
     """The default small model: offline, deterministic, Chinese and English.
@@ -528,10 +532,15 @@ class HeuristicModel:
     that fits stays one segment, so what was said in one turn stays findable in one memory
     (measured on LoCoMo: ``benchmarks/RECALL.md``); a longer one is cut into pieces.
     Consecutive short messages that share a word are merged while the segment stays within
-    ``merge_chars`` (and ``max_segment_chars``).
+    ``merge_chars`` (and ``max_segment_chars``): 100 by default, so a short question and its
+    short answer stay one memory, while longer turns stay one memory each (merged up to 200,
+    the earlier default, English two-turn memories were compressed sooner and found less
+    often by recall: ``benchmarks/RECALL.md``, decision 15). Text that is mostly Chinese
+    merges up to ``CJK_MERGE_FACTOR`` times ``merge_chars`` (a Han character carries about
+    what two Latin letters do; the Chinese measurements and the demo were made at 200).
     """
 
-    def __init__(self, max_segment_chars: int = 400, merge_chars: int = 200) -> None:
+    def __init__(self, max_segment_chars: int = 400, merge_chars: int = 100) -> None:
         for name, value in (("max_segment_chars", max_segment_chars),
                             ("merge_chars", merge_chars)):
             if isinstance(value, bool) or not isinstance(value, int):
@@ -555,7 +564,6 @@ class HeuristicModel:
         fits whole, a longer one in pieces; consecutive short messages that share a word
         merged while the segment stays within ``merge_chars``."""
         limit = self.max_segment_chars
-        merge = min(self.merge_chars, limit)
         segments: list[str] = []
         # The open segment, while it holds only whole messages and may take another one.
         open_tokens: set[str] | None = None
@@ -569,7 +577,7 @@ class HeuristicModel:
                 if (
                     open_tokens is not None
                     and toks & open_tokens
-                    and len(segments[-1]) + 1 + len(line) <= merge
+                    and len(segments[-1]) + 1 + len(line) <= self._merge_cap(segments[-1], line)
                 ):
                     segments[-1] += "\n" + line
                     open_tokens |= toks
@@ -580,6 +588,13 @@ class HeuristicModel:
                 segments.extend(prefix + p for p in pieces)
                 open_tokens = None
         return segments
+
+    def _merge_cap(self, segment: str, line: str) -> int:
+        """The longest segment that merging ``line`` into ``segment`` may make: ``merge_chars``,
+        ``CJK_MERGE_FACTOR`` times that for text that is mostly Chinese, never more than
+        ``max_segment_chars``."""
+        factor = CJK_MERGE_FACTOR if is_cjk_text(segment + line) else 1
+        return min(self.merge_chars * factor, self.max_segment_chars)
 
     # -- process -------------------------------------------------------------------------
 
