@@ -45,7 +45,8 @@ from memory_rdf import Config, MemoryManager  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
 from memory_rdf._store import AgentStore, Term, lit, node_id, node_ref, render, to_python  # noqa: E402
 
-QUERY_NAMES = ("# outgoing_links", "# dangling_targets", "# dangling_link_details",
+QUERY_NAMES = ("# mirror_outgoing", "# mirror_lost", "# outgoing_links", "# dangling_targets",
+               "# dangling_link_details",
                "# matching_texts", "live_outgoing_links", "matching_nodes", "node_texts",
                "dangling_links",
                "focus_nodes")
@@ -69,7 +70,10 @@ def split_rows(store: AgentStore, query: str) -> tuple[float, float, float, int]
     width = len(result.variables)
     raw = [[sol[i] for i in range(width)] for sol in result]
     t2 = time.perf_counter()
-    [tuple(to_python(t) for t in row) for row in raw]
+    if "mirror_" in query:  # AgentStore.mirror_rows: lexical values only
+        [tuple(None if t is None else t.value for t in row) for row in raw]
+    else:
+        [tuple(to_python(t) for t in row) for row in raw]
     t3 = time.perf_counter()
     return (t1 - t0) * 1000, (t2 - t1) * 1000, (t3 - t2) * 1000, len(raw)
 
@@ -81,21 +85,27 @@ class Recorder:
         self.store = store
         self.log: list[tuple[str, int, float, str]] = []
         self._rows = store.rows
+        self._mirror_rows = store.mirror_rows
 
-    def __enter__(self) -> Recorder:
-        def rows(query: str) -> list[tuple[Any, ...]]:
+    def _wrap(self, run: Callable[[str], Any]) -> Callable[[str], Any]:
+        def rows(query: str) -> Any:
             start = time.perf_counter()
-            out = self._rows(query)
+            out = run(query)
             took = (time.perf_counter() - start) * 1000
             name = next((n.lstrip("# ") for n in QUERY_NAMES if n in query), "other")
-            self.log.append((name, len(out), took, query))
+            self.log.append((name, len(out or ()), took, query))
             return out
 
-        self.store.rows = rows  # type: ignore[method-assign]
+        return rows
+
+    def __enter__(self) -> Recorder:
+        self.store.rows = self._wrap(self._rows)  # type: ignore[method-assign]
+        self.store.mirror_rows = self._wrap(self._mirror_rows)  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
         del self.store.rows
+        del self.store.mirror_rows
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from memory_rdf._nodes import chunks
 from memory_rdf._store import (
     MemoryStore,
     Row,
+    Term,
     WriteBatch,
     iri_ref,
     link_iri,
@@ -74,17 +75,35 @@ class LinkStore:
     def outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None
     ) -> tuple[list[tuple[str, str, float, str]], list[tuple[str, float, str]]]:
-        """Live links out of ``sources`` (``outgoing_links.rq``), split by their target:
-        ``(source, target, strength, relation)`` of links to live nodes, and
-        ``(source, strength, relation)`` of dangling ones; relation "" = unnamed."""
+        """Live links out of ``sources``, split by their target: ``(source, target, strength,
+        relation)`` of links to live nodes, and ``(source, strength, relation)`` of dangling
+        ones; relation "" = unnamed. From the read mirror's link index when the store has one
+        (``mirror_outgoing.rq``: two lookups per link), else from the SPEC §2 link resources
+        (``outgoing_links.rq``); the same rows either way."""
         live: list[tuple[str, str, float, str]] = []
         dangling: list[tuple[str, float, str]] = []
-        for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
-                                                        relations):
-            if alive is None:
-                dangling.append((node_id(s), w, rel or ""))
-            else:
-                live.append((node_id(s), node_id(t), w, rel or ""))
+        rels = None if relations is None else [lit(r) for r in relations]
+        for part in chunks(sources):
+            refs = [node_ref(i) for i in part]
+            indexed = self._store.mirror_rows(render(
+                "mirror_outgoing", sources=refs, threshold=self._threshold, relations=rels,
+            )) if self._store.mirrored else None
+            if indexed is not None:
+                for s, entry, w, lost in indexed:
+                    assert s is not None and entry is not None and w is not None
+                    t, _, rel = entry.partition(" ")
+                    if lost is None:
+                        live.append((node_id(s), t, float(w), rel))
+                    else:
+                        dangling.append((node_id(s), float(w), rel))
+                continue
+            query = render("outgoing_links", sources=refs, threshold=self._threshold,
+                           relations=rels)
+            for s, t, w, rel, alive in self._store.rows(query):
+                if alive is None:
+                    dangling.append((node_id(s), w, rel or ""))
+                else:
+                    live.append((node_id(s), node_id(t), w, rel or ""))
         return live, dangling
 
     def replies(
@@ -124,7 +143,27 @@ class LinkStore:
         Two steps: the forgotten targets through the shortcut triples
         (``dangling_targets.rq``), then strength and relation of just those links by IRI
         (``dangling_link_details.rq``) — instead of reading every link resource of every
-        source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py)."""
+        source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py).
+        With a read mirror, two lookups per dangling link in its link index (``mirror_lost.rq``)."""
+        rels = None if relations is None else [lit(r) for r in relations]
+        if self._store.mirrored:
+            found: list[tuple[str, float, str]] = []
+            for part in chunks(sources):
+                indexed = self._store.mirror_rows(render(
+                    "mirror_lost", sources=[node_ref(i) for i in part],
+                    threshold=self._threshold, relations=rels,
+                ))
+                if indexed is None:  # the mirror went away (renewed): the SPEC layout
+                    return self._dangling_outgoing(sources, rels)
+                for s, entry, w in indexed:
+                    assert s is not None and entry is not None and w is not None
+                    found.append((node_id(s), float(w), entry.partition(" ")[2]))
+            return by_strength(found)
+        return self._dangling_outgoing(sources, rels)
+
+    def _dangling_outgoing(
+        self, sources: Sequence[str], rels: list[Term] | None
+    ) -> dict[str, list[str]]:
         pairs: dict[str, str] = {}  # link IRI → source id
         for part in chunks(sources):
             query = render("dangling_targets", sources=[node_ref(i) for i in part])
@@ -133,7 +172,6 @@ class LinkStore:
                 pairs[link_iri(source, target)] = source
         if not pairs:
             return {}
-        rels = None if relations is None else [lit(r) for r in relations]
         found: list[tuple[str, float, str]] = []
         for part in chunks(list(pairs)):
             query = render(

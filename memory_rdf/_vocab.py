@@ -59,3 +59,11 @@ RELATION = m("relation")
 MEMBER = m("member")
 FOCUS_ORDER = m("focusOrder")
 FOCUS = f"<{FOCUS_LIST}>"
+
+#: The read mirror's link index (``_store._Mirror``, ``queries/mirror_index_all.ru``): two
+#: graphs that exist only in the in-memory mirror — never on disk, never in the user's SPARQL
+#: (which reads the default graph) — so they are not part of SPEC §2. One triple per link,
+#: ``node:a <link:a--b> "b 下文"``, in the first graph when the target is a live node, in the
+#: second when the link is dangling.
+MIRROR_OUT = "https://w3id.org/memory-rdf/graph/mirror-out"
+MIRROR_LOST = "https://w3id.org/memory-rdf/graph/mirror-lost"

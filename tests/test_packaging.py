@@ -62,7 +62,8 @@ def test_every_update_file_parses_and_has_a_header(graphs: _store.Graphs) -> Non
         params = {"node": node, "link": _store.link_ref("0" * 32, "1" * 32), "nodes": [node],
                   "links": [_store.link_ref("0" * 32, "1" * 32)],
                   "task": _store.iri_ref(_store.V.TASK + "0" * 32), "lease": node,
-                  "holder": _store.lit("me"), "now": _store.lit(1), "expires": _store.lit(2)}
+                  "holder": _store.lit("me"), "now": _store.lit(1), "expires": _store.lit(2),
+                  "changed": [node], "forgotten": [node]}
         batch = _store.WriteBatch()
         batch.update(name, **params)
         rendered = batch.text(graphs)

@@ -15,6 +15,7 @@ import pyoxigraph as ox
 import pytest
 
 from memory_rdf import Config, ConfigError, MemoryManager, _store
+from memory_rdf import _vocab as V
 from memory_rdf._store import AgentStore, WriteBatch, mirror_fits
 
 from helpers import FAST, ScriptedModel, remember
@@ -36,17 +37,37 @@ QUERIES = [
 ]
 
 
+INDEX = (ox.NamedNode(V.MIRROR_OUT), ox.NamedNode(V.MIRROR_LOST))
+
+
 def quads(store: ox.Store) -> set[str]:
-    return {str(q) for q in store.quads_for_pattern(None, None, None, None)}
+    """Every quad of the store but the read mirror's link index."""
+    return {str(q) for q in store.quads_for_pattern(None, None, None, None)
+            if q.graph_name not in INDEX}
+
+
+def index(store: ox.Store) -> set[str]:
+    return {str(q) for g in INDEX for q in store.quads_for_pattern(None, None, None, g)}
+
+
+def derived_index(disk: ox.Store) -> set[str]:
+    """The link index a mirror built from scratch out of ``disk`` holds."""
+    fresh = ox.Store()
+    fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
+    fresh.update(_store.render("mirror_index_all.ru"), prefixes=V.PREFIXES)
+    return index(fresh)
 
 
 def assert_in_step(mem: MemoryManager) -> None:
-    """The mirror holds exactly the disk store's quads (every graph)."""
+    """The mirror holds exactly the disk store's quads (every graph), and its link index is
+    exactly the one derived afresh from them; the disk store holds no index."""
     store = mem._store
     assert isinstance(store, AgentStore)
     assert store.wait_mirror(60), store.mirror_state
     assert store._mirror is not None and store._mirror.store is not None
     assert quads(store._mirror.store) == quads(store.store)
+    assert index(store._mirror.store) == derived_index(store.store)
+    assert not index(store.store)
 
 
 def answers(mem: MemoryManager) -> list[Any]:
@@ -239,3 +260,109 @@ def test_recalls_from_many_threads_agree(data_dir: Path, model: ScriptedModel) -
         mem.remember([{"role": "user", "content": "a slow remember about Zanzibar"}])
         assert "Zanzibar" in mem.recall(["Zanzibar"], depth=0)  # waited behind it
         assert mem.wait_idle(30)
+
+
+# -- the mirror's link index (issue 16: one triple per link, only in the mirror) --------------
+
+
+def store_in_step(store: AgentStore) -> None:
+    assert store._mirror is not None and store._mirror.store is not None
+    assert quads(store._mirror.store) == quads(store.store)
+    assert index(store._mirror.store) == derived_index(store.store)
+    assert not index(store.store)  # never on disk
+
+
+def test_the_link_index_follows_every_kind_of_write(tmp_path: Path) -> None:
+    """Writes of every shape the index must follow, straight through WriteBatch: links
+    created whole (the remember path), a relation changed, a link re-targeted, strengths
+    rewritten (nothing to do), a target forgotten (its incoming links go to the dangling
+    graph) and created again, a scanCount deleted alone, links deleted, an unknown template."""
+    from memory_rdf._links import LinkData, link_triples
+    from memory_rdf._nodes import NodeData, node_triples
+
+    def node(nid: str) -> list[str]:
+        return node_triples(NodeData(nid, f"text {nid}", f"p {nid}", ["k"], _created(), 7, 1))
+
+    store = AgentStore(tmp_path / "agent", mirror=True)
+    try:
+        assert store.wait_mirror(30)
+        steps: list[WriteBatch] = []
+        batch = WriteBatch()  # three nodes and four links, one to a node that does not exist
+        batch.insert([t for n in "abc" for t in node(n * 32)])
+        batch.insert([t for s, t, r in (("a", "b", "下文"), ("b", "c", ""), ("c", "a", "涉及"),
+                                        ("a", "d", "x y")) for t in link_triples(
+            LinkData(s * 32, t * 32, 0.5, r))])
+        steps.append(batch)
+        batch = WriteBatch()  # a relation renamed, a strength rewritten
+        ab = _store.link_ref("a" * 32, "b" * 32)
+        batch.delete([_store.triple(ab, V.RELATION, _store.lit("下文"))])
+        batch.insert([_store.triple(ab, V.RELATION, _store.lit("上文")),
+                      _store.triple(_store.link_ref("b" * 32, "c" * 32), V.STRENGTH,
+                                    _store.lit(0.25))])
+        steps.append(batch)
+        batch = WriteBatch()  # c forgotten: c→a goes, b→c dangles
+        batch.update("forget_nodes", nodes=[_store.node_ref("c" * 32)])
+        steps.append(batch)
+        batch = WriteBatch()  # d created: the dangling a→d becomes live
+        batch.insert(node("d" * 32))
+        steps.append(batch)
+        batch = WriteBatch()  # d's scanCount deleted alone: a→d dangles again
+        batch.delete([_store.triple(_store.node_ref("d" * 32), V.SCAN_COUNT, _store.lit(0))])
+        steps.append(batch)
+        batch = WriteBatch()  # a→b re-targeted by hand, b→c deleted
+        batch.delete([_store.triple(ab, V.TARGET, _store.node_ref("b" * 32))])
+        batch.insert([_store.triple(ab, V.TARGET, _store.node_ref("a" * 32))])
+        batch.update("delete_links", links=[_store.link_ref("b" * 32, "c" * 32)])
+        steps.append(batch)
+        batch = WriteBatch()  # an update the index knows nothing about: derived again
+        batch.update("wipe_agent", memory=_store.iri_ref("https://example.org/elsewhere"),
+                     lease=_store.node_ref("e" * 32))
+        steps.append(batch)
+        for step in steps:
+            store.commit(step)
+            store_in_step(store)
+        assert index(store._mirror.store)  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def _created() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_sparql_never_sees_the_link_index(data_dir: Path, model: ScriptedModel) -> None:
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        build(mem, model)
+        assert_in_step(mem)
+        store = mem._store
+        assert isinstance(store, AgentStore) and store._mirror is not None
+        assert store._mirror.store is not None and index(store._mirror.store)
+        for query in (f"SELECT * WHERE {{ GRAPH <{V.MIRROR_OUT}> {{ ?s ?p ?o }} }}",
+                      "SELECT * WHERE { GRAPH ?g { ?s ?p ?o } }",
+                      f"ASK {{ ?s ?p ?o FILTER(STRSTARTS(STR(?p), \"{V.LINK}\")) }}"):
+            assert mem.sparql(query) in ([], False)
+        on = mem.sparql("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+    with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+        assert mem.sparql("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }") == on
+
+
+def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: ScriptedModel) -> None:
+    """The walk's levels come from the index (mirror_outgoing.rq) while a mirror serves reads,
+    from the SPEC §2 layout otherwise, with the same answers (the tests above compare them)."""
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        build(mem, model)
+        assert_in_step(mem)
+        store = mem._store
+        assert isinstance(store, AgentStore)
+        asked: list[str] = []
+        real = store.mirror_rows
+
+        def spy(query: str) -> Any:
+            asked.append(query)
+            return real(query)
+
+        store.mirror_rows = spy  # type: ignore[method-assign]
+        text = mem.recall([], depth=3, max_chars=0)
+        assert text and any("mirror_outgoing" in q for q in asked)
