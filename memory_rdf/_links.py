@@ -90,12 +90,11 @@ class LinkStore:
             )) if self._store.mirrored else None
             if indexed is not None:
                 for s, entry, w, lost in indexed:
-                    assert s is not None and entry is not None and w is not None
-                    t, _, rel = entry.partition(" ")
+                    t, _, rel = entry.value.partition(" ")
                     if lost is None:
-                        live.append((node_id(s), t, float(w), rel))
+                        live.append((node_id(s.value), t, float(w.value), rel))
                     else:
-                        dangling.append((node_id(s), float(w), rel))
+                        dangling.append((node_id(s.value), float(w.value), rel))
                 continue
             query = render("outgoing_links", sources=refs, threshold=self._threshold,
                            relations=rels)
@@ -156,8 +155,7 @@ class LinkStore:
                 if indexed is None:  # the mirror went away (renewed): the SPEC layout
                     return self._dangling_outgoing(sources, rels)
                 for s, entry, w in indexed:
-                    assert s is not None and entry is not None and w is not None
-                    found.append((node_id(s), float(w), entry.partition(" ")[2]))
+                    found.append((node_id(s.value), float(w.value), entry.value.partition(" ")[2]))
             return by_strength(found)
         return self._dangling_outgoing(sources, rels)
 
