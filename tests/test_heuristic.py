@@ -254,6 +254,14 @@ def test_segment_merges_only_short_exchanges() -> None:
     first, second = pair.split("\n")
     assert HeuristicModel().segment(pair) == [first, second]
     assert HeuristicModel(merge_chars=200).segment(pair) == [pair]
+    # text that is mostly Chinese merges up to twice merge_chars
+    zh = ("user: 我们下周要把订单服务的数据库从单机迁移到主从集群，"
+          "迁移窗口定在周六凌晨两点到四点之间，需要提前准备回滚方案和数据校验脚本。\n"
+          "assistant: 好的，数据库迁移前我会先在预发环境完整演练一遍，"
+          "把回滚方案、校验脚本和监控告警都准备好，演练结果周四发给你确认。")
+    assert 100 < len(zh) <= 200
+    assert HeuristicModel().segment(zh) == [zh]
+    assert len(HeuristicModel(merge_chars=50).segment(zh)) == 2
 
 
 def test_segment_never_splits_an_english_word(model: HeuristicModel) -> None:
