@@ -9,7 +9,9 @@ Reported: recall queue wait p50/p95 (from the ``recall()`` call until the schedu
 it: the wait behind the agent's earlier tasks and the compression step in flight, as recorded
 by the scheduler), and recall latency from call to result (the wait plus the search);
 ``remember()`` call latency p50/p95 (validate + durable journal write + enqueue); RSS over
-time; total wall time (until every agent is idle, compression included).
+time; total wall time (until every agent is idle, compression included); the longest steps of
+the scheduler thread (a remember, a compression slice, a recall: what a waiting recall waited
+behind).
 
     python benchmarks/soak.py [--agents 4] [--remembers 200] [--pause-ms 50] [--decay 0.97]
 
@@ -35,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import WORDS_EN, WORDS_ZH, percentiles, sentence  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager, MemorySystem  # noqa: E402
-from memory_rdf._scheduler import RECENT_WAITS  # noqa: E402
+from memory_rdf._scheduler import LONG_STEP, RECENT_WAITS  # noqa: E402
 
 
 def rss_mb() -> float:
@@ -114,6 +116,7 @@ class Soak:
         self.samples: list[tuple[float, float, int, int, int, int]] = []
         self.disk: list[float] = []  # MB on disk of every agent's store, at each sample
         self.start = 0.0
+        self.began = 0.0
 
     def writer(self, index: int) -> None:
         mem = self.agents[index]
@@ -185,6 +188,7 @@ class Soak:
 
     def run(self) -> float:
         self.start = time.perf_counter()
+        self.began = time.monotonic()  # the scheduler's clock (long steps)
         sampler = threading.Thread(target=self.sampler, name="soak-rss", daemon=True)
         reader = threading.Thread(target=self.reader, name="soak-reader", daemon=True)
         writers = [threading.Thread(target=self.writer, args=(i,), name=f"soak-writer-{i}",
@@ -256,6 +260,7 @@ def main() -> None:
             finals = [mem.stats() for mem in agents]
             waits_ms = [w * 1000 for mem in agents
                         for w in system._scheduler.recall_waits(mem.agent_id)]
+            long_steps = sorted(system._scheduler.long_steps, reverse=True)
             for mem, st in zip(agents, finals, strict=True):  # compression scans that ran
                 rows = mem.sparql("SELECT (SUM(?s) AS ?t) WHERE { ?n memory:scanCount ?s }")
                 st["scans"] = int(rows[0].get("t", 0)) if rows else 0  # type: ignore[index,union-attr]
@@ -278,6 +283,9 @@ def main() -> None:
         print(f"  recall queue wait:      {fmt(waits_ms)}   (last {RECENT_WAITS} per agent)")
         print(f"  recall (call → result): {fmt(soak.recall_ms)}")
         print(f"  remember() call:        {fmt(soak.remember_ms)}")
+        print(f"  longest scheduler steps (over {LONG_STEP * 1000:g} ms): " + (", ".join(
+            f"{kind.lower()} {agent} {sec * 1000:.0f} ms at {start - soak.began:.0f} s"
+            for sec, kind, agent, start in long_steps[:8]) or "none"))
         print("\nTotals")
         print(f"  wall time (until every agent idle): {wall:.1f} s")
         print(f"  remembers: {soak.issued}   recalls: {len(soak.recall_ms)}")

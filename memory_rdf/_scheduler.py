@@ -51,6 +51,10 @@ Step = Generator[Backoff, None, Any]
 
 #: Recalls whose queue wait is kept per agent (for stats()["recall_queue_wait_ms"]).
 RECENT_WAITS = 1000
+#: Steps of the scheduler thread longer than this (seconds) are kept in ``Scheduler.long_steps``
+#: (the LONG_STEPS longest): what held the queue when a recall waited (benchmarks/soak.py).
+LONG_STEP = 0.1
+LONG_STEPS = 20
 #: Longest single wait of the idle loop (s); it wakes up and looks again.
 MAX_WAIT = 60.0
 #: Longest backoff a task may ask for (s): Config bounds its delays to an hour.
@@ -132,6 +136,8 @@ class Scheduler:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._started = False
         self._submitted = 0
+        #: (seconds, task kind, agent id, monotonic start) of the longest steps over LONG_STEP
+        self.long_steps: list[tuple[float, str, str, float]] = []
 
     # -- registration --------------------------------------------------------------------------
 
@@ -351,6 +357,7 @@ class Scheduler:
                 log.exception("memory_rdf scheduler: unexpected error while picking a task")
                 time.sleep(0.01)
                 continue
+            started = time.monotonic()
             try:
                 self._step(slot, task)
             except BaseException as exc:  # never let a task stop the thread
@@ -359,8 +366,18 @@ class Scheduler:
                 self._fail(slot, task, exc)
             finally:
                 with self._cv:
+                    self._note_step(time.monotonic() - started, task, slot, started)
                     slot.running = None
                     self._cv.notify_all()
+
+    def _note_step(self, seconds: float, task: Task, slot: AgentSlot, started: float) -> None:
+        if seconds < LONG_STEP:
+            return
+        steps = self.long_steps
+        steps.append((seconds, task.kind.name, slot.agent.agent_id, started))
+        if len(steps) > LONG_STEPS:
+            steps.sort(reverse=True)
+            del steps[LONG_STEPS:]
 
     def _fail(self, slot: AgentSlot, task: Task, exc: BaseException) -> None:
         """What escaped a task's own error handling: the task fails (its caller gets the

@@ -314,3 +314,38 @@ def test_a_manager_built_with_system_is_closed_by_the_system(tmp_path: Path) -> 
     assert mem.closed
     with MemoryManager("own", data_dir=tmp_path, model=ScriptedModel(), config=FAST) as again:
         assert again.recall(["kept"]) == "[记忆] kept"  # the store was released and kept
+
+
+def test_the_longest_steps_are_kept_for_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps of the scheduler thread longer than LONG_STEP are recorded (kind, agent, seconds),
+    the LONG_STEPS longest only: what a waiting recall waited behind (benchmarks/soak.py)."""
+    import memory_rdf._scheduler as module
+
+    monkeypatch.setattr(module, "LONG_STEP", 0.02)
+    monkeypatch.setattr(module, "LONG_STEPS", 3)
+    scheduler = Scheduler()
+    scheduler.add_agent(Agent("a", make_slice=lambda: _returns({"preempted": False})(),
+                              on_idle=lambda: None))
+    try:
+        def sleeper(seconds: float) -> Callable[[], Generator[Backoff, None, float]]:
+            def run() -> Generator[Backoff, None, float]:
+                time.sleep(seconds)
+                return seconds
+                yield
+            return run
+
+        futures: list[Future[float]] = []
+        for seconds in (0.0, 0.4, 0.0, 0.03, 0.1, 0.2):
+            future: Future[float] = Future()
+            scheduler.submit("a", Task(TaskKind.RECALL, sleeper(seconds), future=future), None)
+            futures.append(future)
+        for future in futures:
+            future.result(30)
+        assert scheduler.wait_idle("a", 10)  # the last step is noted before the agent is idle
+        kept = sorted(scheduler.long_steps, reverse=True)
+        assert [kind for _, kind, _, _ in kept] == ["RECALL"] * 3
+        assert {agent for _, _, agent, _ in kept} == {"a"}
+        assert [s >= w for (s, *_), w in zip(kept, (0.4, 0.2, 0.1), strict=True)] == [True] * 3
+    finally:
+        scheduler.remove_agent("a", timeout=5)
+        scheduler.stop()
