@@ -99,7 +99,7 @@ class Config:
     recall_max_chars: int | None = 2000
     max_remember_chars: int = 100_000
     #: Serve reads from an in-memory copy of the store (embedded stores): True, False, or
-    #: None = when it fits a quarter of the memory available at open (~32 kB per node).
+    #: None = when it fits a quarter of the memory available at open (~37 kB per node).
     read_mirror: bool | None = None
     templates: Templates = Templates()
 

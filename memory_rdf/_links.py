@@ -86,7 +86,8 @@ class LinkStore:
         for part in chunks(sources):
             refs = [node_ref(i) for i in part]
             indexed = self._store.mirror_rows(render(
-                "mirror_outgoing", sources=refs, threshold=self._threshold, relations=rels,
+                "mirror_outgoing" if rels is None else "mirror_outgoing_related",
+                sources=refs, threshold=self._threshold, relations=rels,
             )) if self._store.mirrored else None
             if indexed is not None:
                 for s, entry, w, lost in indexed:

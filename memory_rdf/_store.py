@@ -623,8 +623,9 @@ class _Sink:
 #: (pyoxigraph 0.5.13, ~85 triples per node: 12 links out of each node, each a resource of
 #: 4–5 triples; terms and keywords) as the process's RSS growth once the mirror is built,
 #: divided by the nodes: 39 kB at 10k nodes, 31 kB at 100k (benchmarks/PROFILE.md, "The read
-#: mirror"). Oxigraph's in-memory store takes ~330 bytes per triple.
-MIRROR_BYTES_PER_NODE = 32_000
+#: mirror"); the mirror's link index (one more triple per link, issue 16) added ~5.5 kB per
+#: node at 10k (40.2–40.6 kB). Oxigraph's in-memory store takes ~330 bytes per triple.
+MIRROR_BYTES_PER_NODE = 37_000
 #: The automatic choice (``Config.read_mirror=None``) mirrors a store when its estimated size
 #: (nodes at open × MIRROR_BYTES_PER_NODE) is at most this share of the memory available then:
 #: on the 24 GB machine of the benchmarks, with 19 GB available, up to ~150k nodes.
