@@ -470,7 +470,10 @@ class Compressor:
         for iri, importance in self.store.rows(query):
             nid = node_id(iri)
             if nid in out:
-                out[nid] = float(importance or 0.0)
+                # Rounded: SUM adds in the store's iteration order (the read mirror's differs
+                # from the disk store's), so equal importances differed in the last bit and the
+                # victim of a tie depended on which store answered, not on the node id.
+                out[nid] = round(float(importance or 0.0), 9)
         return out
 
     def _note_weak(self, nid: str, importance: float) -> None:
