@@ -79,7 +79,9 @@ class Listing:
                 keywords_of.setdefault(node_id(iri), []).append(keyword)
             query = render("importances", nodes=refs, threshold=self._threshold)
             for iri, value in self._store.rows(query):
-                importance[node_id(iri)] = float(value or 0.0)
+                # Rounded: SUM adds in the store's iteration order, and the read mirror's
+                # differs from the disk store's (13.6 vs 13.599999999999998).
+                importance[node_id(iri)] = round(float(value or 0.0), 9)
         out: list[dict[str, Any]] = []
         for nid, (_, created, said) in zip(ids, order, strict=True):
             if nid not in details:  # forgotten between the two reads (another writer)

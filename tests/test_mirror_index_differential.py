@@ -141,7 +141,8 @@ def answers(mem: MemoryManager, rng: random.Random) -> list[tuple[Any, ...]]:
             keywords = ["JWT", "cat"]
         text = mem.recall(keywords, relations=relations, depth=depth, entry=entry, max_chars=0)
         out.append((keywords, relations, depth, entry, text))
-    out.append(("memories", [(m["id"], m["content"]) for m in mem.memories(limit=None)]))
+    out.append(("memories", [{k: v for k, v in m.items() if k not in ("created_at", "said_at")}
+                             for m in mem.memories(limit=None)]))
     stats = mem.stats()
     out.append(("stats", {k: stats[k] for k in ("nodes", "links", "dangling_links", "focus")}))
     return out
