@@ -896,6 +896,8 @@ def _new_link_entries(
     if (not given or link in changes.deleted or not given.get("source")
             or not given.get("target")):
         return None
+    if any(source in changes.forgotten for source in given["source"]):
+        return None  # mirror_index.ru's deletion of the forgotten node's entries comes after
     ends = (*given["source"], *given["target"])
     if not any(end in fresh for end in ends) and _has(mirror, link, None, None):
         return None
