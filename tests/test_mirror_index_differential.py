@@ -9,8 +9,9 @@ The writes: remembers of one to three segments (each new node linked to the focu
 relation names from a table), compression slices driven until nodes are shortened and
 forgotten (dangling links) and links decay under ``link_break_threshold`` and break, the fixed
 pool's evictions (``max_nodes``, inside a remember's own write), ``forget`` and
-``forget(purge=True)``, reopening the store (the mirror built again, sometimes with a remember
-queued while it builds), and renewals of the mirror (its size threshold lowered).
+``forget(purge=True)``, reopening the store (the mirror built again; a remember made while it
+builds, or queued at close and replayed from the journal at the reopen), and renewals of the
+mirror (its size threshold lowered).
 
 Node ids are made deterministic (the same for both agents) so that the two stores hold the same
 network and their compression and eviction make the same choices. The seed is fixed; set
@@ -184,9 +185,9 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                 chosen = op_rng.sample(ids, min(len(ids), op_rng.randint(1, 2)))
                 log.append(f"{kind} {chosen}")
             else:
-                early = op_rng.random() < 0.5
+                mode = op_rng.choice(["plain", "while the mirror builds", "queued at close"])
                 contents = [sentence(op_rng)]
-                log.append(f"reopen (remember {contents} while the mirror builds: {early})")
+                log.append(f"reopen ({mode}: remember {contents})")
             reports = []
             for agent in agents:
                 current[:] = [agent]
@@ -201,12 +202,14 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                         for r in (mem.run_compression_slice() for _ in range(slices))])
                 elif kind in ("forget", "purge"):
                     reports.append(mem.forget(chosen, purge=kind == "purge"))
-                else:
+                else:  # a remember queued at close is journalled, done after the reopen
+                    if mode == "queued at close":
+                        mem.remember(say(contents[0]))
                     agent.close()
                     mem = agent.open()
-                    if early:
+                    if mode == "while the mirror builds":
                         mem.remember(say(contents[0]))
-                        assert mem.wait_idle(30)
+                    assert mem.wait_idle(30)
             where = f"step {step} ({kind}), seed {SEED}:\n" + "\n".join(log)
             if reports:
                 assert reports[0] == reports[1], where
