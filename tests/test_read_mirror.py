@@ -366,3 +366,15 @@ def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: Script
         store.mirror_rows = spy  # type: ignore[method-assign]
         text = mem.recall([], depth=3, max_chars=0)
         assert text and any("mirror_outgoing" in q for q in asked)
+
+
+def test_every_update_template_is_known_to_the_link_index() -> None:
+    """A shipped update either touches nothing the index is derived from (listed), or is
+    followed by index_changes; an unknown one makes the mirror derive its whole index again
+    (correct, but ~1 s at 10k nodes under the write lock): a new template must be placed."""
+    from memory_rdf._resources import update_names
+
+    followed = {"forget_node", "forget_nodes", "delete_link", "delete_links"}
+    own = {"mirror_index", "mirror_index_all"}  # the index's own updates
+    endpoint_only = {"wipe_agent"}  # names the memory graph: never run on an embedded store
+    assert set(update_names()) == _store._INDEX_NEUTRAL | followed | own | endpoint_only
