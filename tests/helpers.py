@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyoxigraph as ox
 import pytest
 
-from memory_rdf import Config, MemoryManager, Processed
+from memory_rdf import Config, MemoryManager, Processed, _store
+from memory_rdf import _vocab as V
 
 
 @dataclass
@@ -97,3 +99,26 @@ def memory_rdf_command() -> str:
             pytrace=False,
         )
     return found
+
+
+#: The read mirror's link index: two internal graphs only the in-memory mirror holds.
+MIRROR_INDEX = (ox.NamedNode(V.MIRROR_OUT), ox.NamedNode(V.MIRROR_LOST))
+
+
+def quads(store: ox.Store) -> set[str]:
+    """Every quad of the store but the read mirror's link index."""
+    return {str(q) for q in store.quads_for_pattern(None, None, None, None)
+            if q.graph_name not in MIRROR_INDEX}
+
+
+def index(store: ox.Store) -> set[str]:
+    """The quads of the read mirror's link index in ``store``."""
+    return {str(q) for g in MIRROR_INDEX for q in store.quads_for_pattern(None, None, None, g)}
+
+
+def derived_index(disk: ox.Store) -> set[str]:
+    """The link index a mirror built from scratch out of ``disk`` holds."""
+    fresh = ox.Store()
+    fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
+    _store.build_index(fresh)
+    return index(fresh)

@@ -35,7 +35,7 @@ from memory_rdf import MemoryManager, _remember, _store
 from memory_rdf import _vocab as V
 from memory_rdf._store import AgentStore
 
-from helpers import FAST, ScriptedModel, say
+from helpers import FAST, ScriptedModel, derived_index, index, quads, say
 
 #: Seed 4 made the two stores diverge before the fixed pool's importances were rounded: SPARQL's
 #: SUM adds in the store's iteration order, which differs between the mirror and the disk
@@ -97,25 +97,6 @@ class Agent:
         store = self.mem._store
         assert isinstance(store, AgentStore)
         return store
-
-
-INDEX = (ox.NamedNode(V.MIRROR_OUT), ox.NamedNode(V.MIRROR_LOST))
-
-
-def quads(store: ox.Store) -> set[str]:
-    return {str(q) for q in store.quads_for_pattern(None, None, None, None)
-            if q.graph_name not in INDEX}
-
-
-def index(store: ox.Store) -> set[str]:
-    return {str(q) for g in INDEX for q in store.quads_for_pattern(None, None, None, g)}
-
-
-def derived_index(disk: ox.Store) -> set[str]:
-    fresh = ox.Store()
-    fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
-    _store.build_index(fresh)
-    return index(fresh)
 
 
 def check_index(agent: Agent, where: str) -> None:

@@ -18,7 +18,7 @@ from memory_rdf import Config, ConfigError, MemoryManager, _store
 from memory_rdf import _vocab as V
 from memory_rdf._store import AgentStore, WriteBatch, mirror_fits
 
-from helpers import FAST, ScriptedModel, remember
+from helpers import FAST, ScriptedModel, derived_index, index, quads, remember
 
 MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=30)
 NO_MIRROR = FAST.replace(read_mirror=False, focus_limit=3, delete_threshold=30)
@@ -35,27 +35,6 @@ QUERIES = [
     "ASK { ?n memory:keyword \"JWT\" }",
     "CONSTRUCT { ?n memory:phrase ?p } WHERE { ?n memory:phrase ?p }",
 ]
-
-
-INDEX = (ox.NamedNode(V.MIRROR_OUT), ox.NamedNode(V.MIRROR_LOST))
-
-
-def quads(store: ox.Store) -> set[str]:
-    """Every quad of the store but the read mirror's link index."""
-    return {str(q) for q in store.quads_for_pattern(None, None, None, None)
-            if q.graph_name not in INDEX}
-
-
-def index(store: ox.Store) -> set[str]:
-    return {str(q) for g in INDEX for q in store.quads_for_pattern(None, None, None, g)}
-
-
-def derived_index(disk: ox.Store) -> set[str]:
-    """The link index a mirror built from scratch out of ``disk`` holds."""
-    fresh = ox.Store()
-    fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
-    fresh.update(_store.render("mirror_index_all.ru"), prefixes=V.PREFIXES)
-    return index(fresh)
 
 
 def assert_in_step(mem: MemoryManager) -> None:
