@@ -327,6 +327,20 @@ def test_frequent_terms_are_left_out_beyond_the_posting_budget(
     assert kafka.recall(["lunch"], depth=0, entry="keywords").count("[记忆]") == 5
 
 
+def test_equal_candidates_beyond_the_cap_are_the_newest(
+    make_manager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One term, the same weight and length on every node: the candidate cut (keyword_entry.rq)
+    # keeps the newest nodes, as the final order does, whatever order the engine reads them in
+    # (it was the engine's order: the read mirror and the disk store could seed differently).
+    monkeypatch.setattr(search, "CANDIDATES", 5)
+    mem = make_manager()
+    for filler in FILLERS[:12]:
+        remember(mem, filler)
+    assert [c for c, _ in _seeds(mem, ["lunch"], limit=1)] == [FILLERS[11]]
+    assert [c for c, _ in _seeds(mem, ["lunch"], limit=3)] == FILLERS[11:8:-1]
+
+
 def test_frequent_dfs_are_cached_and_new_nodes_still_found(
     kafka: MemoryManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
