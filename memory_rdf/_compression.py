@@ -462,7 +462,7 @@ class Compressor:
         if not ids:
             return {}
         refs = [node_ref(n) for n in ids]
-        alive = {node_id(r[0]) for r in self.store.rows(render("existing_nodes", nodes=refs))}
+        alive = set(self.nodes.existing(ids))
         for gone in set(ids) - alive:
             self._weak.pop(gone, None)
         out = dict.fromkeys(alive, 0.0)
