@@ -26,7 +26,7 @@ from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError
 from memory_rdf._focus import FocusManager
 from memory_rdf._links import LinkStore
-from memory_rdf._nodes import NodeStore, chunks
+from memory_rdf._nodes import NodeStore, chunks, importances
 from memory_rdf._store import (
     MemoryStore,
     Term,
@@ -465,16 +465,8 @@ class Compressor:
         alive = set(self.nodes.existing(ids))
         for gone in set(ids) - alive:
             self._weak.pop(gone, None)
-        out = dict.fromkeys(alive, 0.0)
-        query = render("importances", nodes=refs, threshold=lit(self.config.link_break_threshold))
-        for iri, importance in self.store.rows(query):
-            nid = node_id(iri)
-            if nid in out:
-                # Rounded: SUM adds in the store's iteration order (the read mirror's differs
-                # from the disk store's), so equal importances differed in the last bit and the
-                # victim of a tie depended on which store answered, not on the node id.
-                out[nid] = round(float(importance or 0.0), 9)
-        return out
+        measured = importances(self.store, refs, lit(self.config.link_break_threshold))
+        return {nid: measured.get(nid, 0.0) for nid in alive}
 
     def _note_weak(self, nid: str, importance: float) -> None:
         """Keep ``nid`` as an eviction candidate if it is among the least important seen."""

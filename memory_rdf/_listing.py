@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_rdf._exceptions import InvalidInputError
-from memory_rdf._nodes import chunks
+from memory_rdf._nodes import chunks, importances
 from memory_rdf._store import MemoryStore, Term, lit, node_id, node_ref, render
 from memory_rdf._types import parse_time
 
@@ -77,11 +77,7 @@ class Listing:
                 details[node_id(row[0])] = row[1:]
             for iri, keyword in self._store.rows(render("node_keywords", nodes=refs)):
                 keywords_of.setdefault(node_id(iri), []).append(keyword)
-            query = render("importances", nodes=refs, threshold=self._threshold)
-            for iri, value in self._store.rows(query):
-                # Rounded: SUM adds in the store's iteration order, and the read mirror's
-                # differs from the disk store's (13.6 vs 13.599999999999998).
-                importance[node_id(iri)] = round(float(value or 0.0), 9)
+            importance.update(importances(self._store, refs, self._threshold))
         out: list[dict[str, Any]] = []
         for nid, (_, created, said) in zip(ids, order, strict=True):
             if nid not in details:  # forgotten between the two reads (another writer)
