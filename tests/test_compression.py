@@ -260,6 +260,26 @@ def test_fixed_pool_evicts_the_least_important_node_the_scans_saw(make_manager) 
     assert mem.stats()["nodes"] == n
 
 
+def test_fixed_pool_skips_a_scanned_candidate_forgotten_on_request(make_manager) -> None:
+    """A node the scans kept as an eviction candidate and then forgot on request is no longer
+    a candidate (SPEC §5.3): the next eviction takes the least important node still stored,
+    and the node count stays at max_nodes."""
+    n = 120
+    mem = make_manager(config=FAST.replace(focus_limit=2, max_nodes=n,
+                                           compression_batch_size=n))
+    for i in range(n // 4):
+        remember(mem, " | ".join(f"memory {i} part {j} with some text" for j in range(4)))
+    for _ in range(3):
+        assert mem.run_compression_slice()["scanned"] > 0
+    before = importances(mem)
+    ranked = sorted(before, key=lambda c: before[c])
+    assert before[ranked[0]] < before[ranked[1]] < before[ranked[2]]
+    assert mem.forget([ids_by_content(mem)[ranked[0]]]) == 1
+    remember(mem, "first newcomer with some text | second newcomer with some text")
+    assert set(before) - set(importances(mem)) == {ranked[0], ranked[1]}
+    assert mem.stats()["nodes"] == n
+
+
 def test_recall_during_a_slow_slice_returns_quickly(make_manager, model: ScriptedModel) -> None:
     model.compress_delay = 0.3
     mem = make_manager(config=FAST.replace(
