@@ -31,12 +31,15 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
             if r.levelno == logging.WARNING and r.name == "memory_rdf"]
 
 
-def test_recall_waits_behind_a_remember_whose_segmentation_is_retried(make_manager) -> None:
+@pytest.mark.parametrize("timeout", [30, None])  # None: the inline path, refused while queued
+def test_recall_waits_behind_a_remember_whose_segmentation_is_retried(
+    make_manager, timeout: float | None
+) -> None:
     model = ScriptedModel(fail={"segment": 2})  # two failed attempts, then it works
     mem = make_manager(config=SLOW_RETRY, model=model)
     mem.remember(say("we chose PostgreSQL"))
     started = time.monotonic()
-    text = mem.recall(["PostgreSQL"], timeout=30)
+    text = mem.recall(["PostgreSQL"], timeout=timeout)
     assert text == "[记忆] we chose PostgreSQL"  # was "" at once
     assert time.monotonic() - started >= 0.5  # it waited out the two backoffs
     assert model.calls["segment"] == 3

@@ -349,3 +349,50 @@ def test_the_longest_steps_are_kept_for_diagnosis(monkeypatch: pytest.MonkeyPatc
     finally:
         scheduler.remove_agent("a", timeout=5)
         scheduler.stop()
+
+
+def test_an_idle_agents_task_runs_inline_in_the_agents_order() -> None:
+    """run_inline (recall() without a timeout) runs a task in the calling thread only when the
+    agent has nothing queued or running; the agent's task submitted meanwhile waits behind
+    it, and a second inline run is refused (queued instead): per-agent FIFO (SPEC §5.3)."""
+    scheduler = Scheduler()
+    scheduler.add_agent(Agent("a", make_slice=lambda: _returns({"preempted": False})(),
+                              on_idle=lambda: None))
+    try:
+        entered, release = threading.Event(), threading.Event()
+        ran: list[tuple[str, str]] = []
+
+        def blocking() -> Generator[Backoff, None, str]:
+            entered.set()
+            release.wait(10)
+            ran.append(("inline", threading.current_thread().name))
+            return "inline"
+            yield
+
+        def queued() -> Generator[Backoff, None, str]:
+            ran.append(("queued", threading.current_thread().name))
+            return "queued"
+            yield
+
+        inline: Future[str] = Future()
+        accepted: list[bool] = []
+        caller = threading.Thread(target=lambda: accepted.append(scheduler.run_inline(
+            "a", Task(TaskKind.RECALL, blocking, future=inline))), name="caller")
+        caller.start()
+        assert entered.wait(10)
+        later: Future[str] = Future()
+        scheduler.submit("a", Task(TaskKind.RECALL, queued, future=later), None)
+        refused: Future[str] = Future()
+        assert not scheduler.run_inline("a", Task(TaskKind.RECALL, queued, future=refused))
+        assert not refused.done()
+        time.sleep(0.1)
+        assert ran == []  # the queued task waits behind the inline one
+        release.set()
+        caller.join(10)
+        assert accepted == [True] and inline.result(10) == "inline"
+        assert later.result(10) == "queued"
+        assert ran[0] == ("inline", "caller") and ran[1][0] == "queued"
+        assert ran[1][1] != "caller"  # the queued one ran on the scheduler thread
+    finally:
+        scheduler.remove_agent("a", timeout=5)
+        scheduler.stop()
