@@ -238,16 +238,11 @@ class _Chunk:
         old: dict[str, set[tuple[str, str | int]]] = {nid: set() for nid in refs}
         odd: set[str] = set()
         query = render("node_text_triples", nodes=list(refs.values()))
-        for iri, p, o, plain in store.rows(query):
-            nid = node_id(iri)
-            predicate = _TEXT_PREDICATES.get(p)
-            was = old.get(nid)
-            if was is None:
-                continue
-            if plain is not True or predicate is None:
-                odd.add(nid)
-                continue
-            was.add((predicate, o))
+        for iri, p, o, plain in store.rows(query):  # ?node and ?p only those asked for
+            if plain is True:
+                old[node_id(iri)].add((_TEXT_PREDICATES[p], o))
+            else:
+                odd.add(node_id(iri))
         if odd:
             batch.update("delete_node_texts", nodes=[refs[n] for n in sorted(odd)])
         for nid, p in self.rewrites:
