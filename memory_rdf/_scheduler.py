@@ -205,14 +205,18 @@ class Scheduler:
             slot = self._slot(agent_id)
             if limit is not None and task.counted and reservation is None:
                 self._check_room(slot, agent_id, limit)
-            task.enqueued = time.monotonic()
-            self._submitted += 1
-            task.seq = self._submitted
-            if front:
-                slot.queue.appendleft(task)
-            else:
-                slot.queue.append(task)
+            self._enqueue(slot, task, front)
             self._cv.notify_all()
+
+    def _enqueue(self, slot: AgentSlot, task: Task, front: bool = False) -> None:
+        """Stamp ``task`` (enqueue time, submission order) and queue it; the lock is held."""
+        task.enqueued = time.monotonic()
+        self._submitted += 1
+        task.seq = self._submitted
+        if front:
+            slot.queue.appendleft(task)
+        else:
+            slot.queue.append(task)
 
     def run_inline(self, agent_id: str, task: Task) -> bool:
         """Run a user task to its end in the calling thread when the agent is idle — nothing
@@ -227,10 +231,7 @@ class Scheduler:
             if slot.queue or slot.reserved or slot.running is not None or slot.stopping:
                 return False
             self._abandon_auto_slices()  # as when the scheduler thread picks user work
-            task.enqueued = time.monotonic()
-            self._submitted += 1
-            task.seq = self._submitted
-            slot.queue.append(task)
+            self._enqueue(slot, task)
             slot.running = task
         try:
             self._step(slot, task)
