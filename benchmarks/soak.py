@@ -174,11 +174,10 @@ class Soak:
                 nodes += st["nodes"]
                 pending += st["pending_tasks"]
             disk = disk_mb(self.data_dir) if self.data_dir is not None else float("nan")
+            t, rss = time.perf_counter() - self.start, rss_mb()
             with self.lock:
-                self.samples.append((time.perf_counter() - self.start, rss_mb(), self.issued,
-                                     len(self.recall_ms), nodes, pending))
+                self.samples.append((t, rss, self.issued, len(self.recall_ms), nodes, pending))
                 self.disk.append(disk)
-                t, rss = self.samples[-1][:2]
             if self.live and t - self.shown >= self.live:
                 self.shown = t
                 print(f"  {t:7.0f} s  RSS {rss:7.1f} MB  nodes {nodes:6d}  disk {disk:7.1f} MB  "
