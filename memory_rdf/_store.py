@@ -1031,15 +1031,19 @@ class _Mirror:
         if self._thread is not threading.current_thread():
             self._thread.join()
 
-    def apply(self, text: str, changes: IndexChanges | None = None) -> None:
-        """Apply a committed update (the owner's write lock is held); ``changes``: what it may
-        change in the link index (:func:`index_changes`)."""
+    def apply(self, text: str, batch: WriteBatch | None = None) -> None:
+        """Apply a committed update (the owner's write lock is held); ``batch``: the writes it
+        was made of, read for what they may change in the link index (:func:`index_changes`)
+        only when a copy is being built or kept — a mirror "too large" or "failed" takes none,
+        and reading a compression commit's ~700 kB of text for it is not free."""
+        mirror = self.store
+        if self._pending is None and mirror is None:
+            return
+        changes = None if batch is None else index_changes(batch)
         if self._pending is not None:
             self._pending.append((text, changes))
             return
-        mirror = self.store
-        if mirror is None:
-            return
+        assert mirror is not None
         try:
             apply_indexed(mirror, text, changes)
             self.applied += len(text)
@@ -1511,7 +1515,7 @@ class AgentStore(MemoryStore):
                 self.store.update(text, prefixes=V.PREFIXES)
             mirror = self._mirror
             if mirror is not None:  # disk first: the disk store is the truth
-                mirror.apply(text, index_changes(batch))
+                mirror.apply(text, batch)
             self._unflushed += len(text)
             if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                 self._flush_in_background()
