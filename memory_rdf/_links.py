@@ -60,8 +60,15 @@ def by_strength(links: Sequence[tuple[str, float, str]]) -> dict[str, list[str]]
     return out
 
 
-#: The relation of a link from a segment to the next one of its remember (SPEC §5.1 step 3).
-NEXT_RELATION = "下文"
+#: The relations of the links between consecutive segments of one remember (SPEC §5.1
+#: step 3): segment i → i+1, and i+1 → i.
+NEXT = "下文"
+PREVIOUS = "上文"
+
+
+def relation_terms(relations: Sequence[str] | None) -> list[Term] | None:
+    """A recall's relation filter as the literals the link queries take (None: any)."""
+    return None if relations is None else [lit(r) for r in relations]
 
 
 class LinkStore:
@@ -82,28 +89,24 @@ class LinkStore:
         (``outgoing_links.rq``); the same rows either way."""
         live: list[tuple[str, str, float, str]] = []
         dangling: list[tuple[str, float, str]] = []
-        rels = None if relations is None else [lit(r) for r in relations]
-        for part in chunks(sources):
-            refs = [node_ref(i) for i in part]
-            indexed = self._store.mirror_rows(render(
-                "mirror_outgoing" if rels is None else "mirror_outgoing_related",
-                sources=refs, threshold=self._threshold, relations=rels,
-            )) if self._store.mirrored else None
-            if indexed is not None:
-                for s, entry, w, lost in indexed:
-                    t, _, rel = entry.value.partition(" ")
-                    if lost is None:
-                        live.append((node_id(s.value), t, float(w.value), rel))
-                    else:
-                        dangling.append((node_id(s.value), float(w.value), rel))
-                continue
-            query = render("outgoing_links", sources=refs, threshold=self._threshold,
-                           relations=rels)
-            for s, t, w, rel, alive in self._store.rows(query):
-                if alive is None:
-                    dangling.append((node_id(s), w, rel or ""))
+        indexed = self._indexed_rows(
+            "mirror_outgoing" if relations is None else "mirror_outgoing_related",
+            sources, relations,
+        )
+        if indexed is not None:
+            for s, entry, w, lost in indexed:
+                t, _, rel = entry.value.partition(" ")
+                if lost is None:
+                    live.append((node_id(s.value), t, float(w.value), rel))
                 else:
-                    live.append((node_id(s), node_id(t), w, rel or ""))
+                    dangling.append((node_id(s.value), float(w.value), rel))
+            return live, dangling
+        for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
+                                                       relations):
+            if alive is None:
+                dangling.append((node_id(s), w, rel or ""))
+            else:
+                live.append((node_id(s), node_id(t), w, rel or ""))
         return live, dangling
 
     def replies(
@@ -118,7 +121,7 @@ class LinkStore:
         for s, t, rel, created in self._filtered_rows("reply_context", "nodes", sources,
                                                        relations):
             source, target = node_id(s), node_id(t)
-            key = (rel != NEXT_RELATION, created, target)
+            key = (rel != NEXT, created, target)
             if source not in best or key < best[source]:
                 best[source] = key
         return {source: key[2] for source, key in best.items()}
@@ -128,41 +131,50 @@ class LinkStore:
     ) -> Iterator[Row]:
         """Rows of query ``name`` for the nodes ``ids`` (bound to ``param``, a chunk at a
         time) over live links (``$threshold``) of the given relations (None: any)."""
-        rels = None if relations is None else [lit(r) for r in relations]
+        rels = relation_terms(relations)
         for part in chunks(ids):
             yield from self._store.rows(render(
                 name, **{param: [node_ref(i) for i in part]},
                 threshold=self._threshold, relations=rels,
             ))
 
+    def _indexed_rows(
+        self, name: str, sources: Sequence[str], relations: Sequence[str] | None
+    ) -> list[Sequence[Any]] | None:
+        """Rows (pyoxigraph terms) of the link-index query ``name`` (``mirror_*.rq``) for
+        ``sources``, a chunk at a time, over live links of the given relations; None when no
+        read mirror serves reads — not before, nor at any chunk (a mirror renewed meanwhile):
+        then ask the SPEC §2 layout for all of them."""
+        if not self._store.mirrored:
+            return None
+        rels = relation_terms(relations)
+        out: list[Sequence[Any]] = []
+        for part in chunks(sources):
+            rows = self._store.mirror_rows(render(
+                name, sources=[node_ref(i) for i in part],
+                threshold=self._threshold, relations=rels,
+            ))
+            if rows is None:
+                return None
+            out += rows
+        return out
+
     def dangling_outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None
     ) -> dict[str, list[str]]:
         """``source → relation names`` (strongest first, "" = unnamed) of live dangling links.
 
-        Two steps: the forgotten targets through the shortcut triples
-        (``dangling_targets.rq``), then strength and relation of just those links by IRI
-        (``dangling_link_details.rq``) — instead of reading every link resource of every
-        source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py).
-        With a read mirror, two lookups per dangling link in its link index (``mirror_lost.rq``)."""
-        rels = None if relations is None else [lit(r) for r in relations]
-        if self._store.mirrored:
-            found: list[tuple[str, float, str]] = []
-            for part in chunks(sources):
-                indexed = self._store.mirror_rows(render(
-                    "mirror_lost", sources=[node_ref(i) for i in part],
-                    threshold=self._threshold, relations=rels,
-                ))
-                if indexed is None:  # the mirror went away (renewed): the SPEC layout
-                    return self._dangling_outgoing(sources, rels)
-                for s, entry, w in indexed:
-                    found.append((node_id(s.value), float(w.value), entry.value.partition(" ")[2]))
-            return by_strength(found)
-        return self._dangling_outgoing(sources, rels)
-
-    def _dangling_outgoing(
-        self, sources: Sequence[str], rels: list[Term] | None
-    ) -> dict[str, list[str]]:
+        With a read mirror, two lookups per dangling link in its link index
+        (``mirror_lost.rq``). Without, two steps: the forgotten targets through the shortcut
+        triples (``dangling_targets.rq``), then strength and relation of just those links by
+        IRI (``dangling_link_details.rq``) — instead of reading every link resource of every
+        source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py)."""
+        indexed = self._indexed_rows("mirror_lost", sources, relations)
+        if indexed is not None:
+            return by_strength([
+                (node_id(s.value), float(w.value), entry.value.partition(" ")[2])
+                for s, entry, w in indexed
+            ])
         pairs: dict[str, str] = {}  # link IRI → source id
         for part in chunks(sources):
             query = render("dangling_targets", sources=[node_ref(i) for i in part])
@@ -177,7 +189,7 @@ class LinkStore:
                 "dangling_link_details",
                 links=[iri_ref(i) for i in part],
                 threshold=self._threshold,
-                relations=rels,
+                relations=relation_terms(relations),
             )
             for iri, w, rel in self._store.rows(query):
                 found.append((pairs[iri], w, rel or ""))

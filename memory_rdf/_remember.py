@@ -14,16 +14,13 @@ from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError, PermanentModelError
 from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
-from memory_rdf._links import LinkData, LinkStore
+from memory_rdf._links import NEXT, PREVIOUS, LinkData, LinkStore
 from memory_rdf._nodes import NodeData, NodeStore
 from memory_rdf._store import MemoryStore, WriteBatch
 from memory_rdf._text import index_terms
 from memory_rdf._types import Processed, SmallModel, check_processed, clean_keywords
 
 T = TypeVar("T")
-
-NEXT = "下文"  # link i → i+1
-PREVIOUS = "上文"  # link i+1 → i
 
 
 #: Segments (or relation pairs) per batch model call; between two calls the remember yields
