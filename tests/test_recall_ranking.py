@@ -157,6 +157,12 @@ def test_a_question_is_followed_by_its_reply_within_a_budget(asked: MemoryManage
     assert asked.recall(["alpha"], depth=1) == entries(OLD, QUESTION)
 
 
+def test_no_reply_within_a_time_window(asked: MemoryManager) -> None:
+    # A time window (SPEC §5.6) says which memories may be shown: the reply, which matches no
+    # keyword, is not added to it even though it is inside the window.
+    assert asked.recall(["comet", "alpha"], depth=1, since="2000-01-01") == entries(QUESTION, OLD)
+
+
 def test_the_relation_filter_applies_to_the_replys_link(make_manager, model) -> None:
     model.default_relation = "related"  # the name of every focus link
     asked = make_manager(config=FAST.replace(focus_limit=1))
