@@ -280,6 +280,31 @@ def test_fixed_pool_skips_a_scanned_candidate_forgotten_on_request(make_manager)
     assert mem.stats()["nodes"] == n
 
 
+def test_fixed_pool_samples_at_least_16_before_the_scans_saw_enough(make_manager) -> None:
+    """With fewer scanned candidates than MIN_SAMPLE (16, SPEC §5.3), the sample is filled from
+    the store: a weakest node no scan has seen yet is found and evicted (here the window covers
+    the whole store; the 4 scanned nodes alone would miss it)."""
+    n = 30
+    mem = make_manager(config=FAST.replace(focus_limit=2, max_nodes=n,
+                                           compression_batch_size=4))
+    for i in range(n // 5):
+        remember(mem, " | ".join(f"memory {i} part {j} with some text" for j in range(5)))
+    assert mem.run_compression_slice()["scanned"] == 4
+    ids = ids_by_content(mem)
+    unscanned = {r["c"] for r in mem.sparql(  # type: ignore[index,union-attr]
+        "SELECT ?c WHERE { ?n memory:content ?c ; memory:scanCount 0 }")}
+    weak = next(c for c in sorted(unscanned) if ids[c] not in mem.stats()["focus"])
+    for (s, t), _ in links(mem).items():
+        if weak in (s, t) and s in ids and t in ids:
+            set_strength(mem, s, t, 0.02)
+    before = importances(mem)
+    ranked = sorted(before.values())
+    assert before[weak] == ranked[0] < ranked[1]
+    remember(mem, "newcomer with some text")
+    assert set(before) - set(importances(mem)) == {weak}
+    assert mem.stats()["nodes"] == n
+
+
 def test_recall_during_a_slow_slice_returns_quickly(make_manager, model: ScriptedModel) -> None:
     model.compress_delay = 0.3
     mem = make_manager(config=FAST.replace(
