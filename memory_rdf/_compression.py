@@ -453,7 +453,8 @@ class Compressor:
         batch.after_commit(lambda: setattr(self, "_pool", after))
 
     def _importances(self, ids: Sequence[str]) -> dict[str, float]:
-        """Importance (SPEC §5.2 step 2) of those of ``ids`` that are still nodes."""
+        """Importance (SPEC §5.2 step 2) of those of ``ids`` that are still nodes; the others
+        (forgotten on request since a scan saw them) are dropped from the candidates."""
         if not ids:
             return {}
         refs = [node_ref(n) for n in ids]
