@@ -1279,6 +1279,12 @@ class AgentStore(MemoryStore):
         self.auto_flushes = 0
         self._optimizer: threading.Thread | None = None
         self._flusher: threading.Thread | None = None  # a background flush (commit)
+        self._flush_wanted = False  # the flusher flushes again before it ends
+        self._flusher_lock = threading.Lock()  # guards the two above
+        #: One RocksDB flush or compaction at a time: two at once can wait forever for each
+        #: other with Oxigraph's options (min_write_buffer_number_to_merge = 2 and several
+        #: column families: RocksDB issues #12094, #12166, #13280).
+        self._upkeep = threading.Lock()
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
@@ -1360,11 +1366,11 @@ class AgentStore(MemoryStore):
             gc.collect()
 
     def flush(self) -> None:
-        with _storage_errors(f"cannot flush the memory store {self.path}"):
+        with self._upkeep, _storage_errors(f"cannot flush the memory store {self.path}"):
             self.store.flush()
 
     def optimize(self) -> None:
-        with _storage_errors(f"cannot compact the memory store {self.path}"):
+        with self._upkeep, _storage_errors(f"cannot compact the memory store {self.path}"):
             self.store.optimize()
         self._commits_since_optimize = 0
 
@@ -1391,7 +1397,8 @@ class AgentStore(MemoryStore):
         store = self.store
 
         def run() -> None:
-            with contextlib.suppress(StoreError), _storage_errors("background compaction"):
+            with self._upkeep, contextlib.suppress(StoreError), \
+                    _storage_errors("background compaction"):
                 store.optimize()
 
         self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
@@ -1445,7 +1452,8 @@ class AgentStore(MemoryStore):
                 for extra in path.iterdir():  # files of ours (not RocksDB's) move along
                     if extra.is_file() and not _ROCKSDB_FILE.match(extra.name):
                         shutil.copy2(extra, new / extra.name)
-                self.store.flush()
+                with self._upkeep:
+                    self.store.flush()
                 self._store = None
                 gc.collect()  # the last reference going away releases the lock (SPEC §7)
                 os.rename(path, old)
@@ -1522,25 +1530,37 @@ class AgentStore(MemoryStore):
         batch.run_after_commit()
 
     def _flush_in_background(self) -> None:
-        """Flush RocksDB's memtables in a background thread (the write lock is held): the
-        writer goes on meanwhile (a flush took 60-90 ms at 100k nodes, 50-130 µs of every
-        compression scan when the writer waited for it). One flush at a time: a writer that
-        wrote FLUSH_AFTER_BYTES more while the previous flush still runs waits for it."""
+        """Have RocksDB's memtables flushed by a background thread (the write lock is held):
+        the writer goes on meanwhile (a flush took 60-90 ms at 100k nodes, 50-130 µs of every
+        compression scan when the writer waited for it). One flusher at a time: asked again
+        while it runs, it flushes once more before it ends; it waits for a compaction in
+        progress (``_upkeep``), the writer never does."""
         self._unflushed = 0
-        self.wait_flush()
         self.auto_flushes += 1
         store = self.store
 
         def run() -> None:
-            with contextlib.suppress(StoreError), _storage_errors("background flush"):
-                store.flush()  # the write landed; flushing is upkeep
+            while True:
+                with self._flusher_lock:
+                    if not self._flush_wanted:
+                        self._flusher = None
+                        return
+                    self._flush_wanted = False
+                with self._upkeep, contextlib.suppress(StoreError), \
+                        _storage_errors("background flush"):
+                    store.flush()  # the write landed; flushing is upkeep
 
-        self._flusher = threading.Thread(target=run, name="memory-rdf-flush", daemon=True)
-        self._flusher.start()
+        with self._flusher_lock:
+            self._flush_wanted = True
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=run, name="memory-rdf-flush",
+                                                 daemon=True)
+                self._flusher.start()
 
     def wait_flush(self) -> None:
-        """Wait for a background flush in progress (see :meth:`_flush_in_background`)."""
-        flusher = self._flusher
+        """Wait for the background flusher (see :meth:`_flush_in_background`) to end."""
+        with self._flusher_lock:
+            flusher = self._flusher
         if flusher is not None:
             flusher.join()
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,21 +321,98 @@ def test_the_writer_flushes_memtables_as_writes_pile_up(mem: MemoryManager) -> N
 
 
 def test_the_flush_runs_beside_the_writer_and_close_waits_for_it(tmp_path: Path) -> None:
-    """A flush runs in a background thread (the writer does not wait for it); close() waits
-    for it, and what was written is there after reopening."""
+    """A flush runs in a background thread: the writer does not wait for it, not even while
+    it waits for a compaction in progress (held here: the store's one-at-a-time lock of
+    RocksDB upkeep); close() waits for it, and what was written is there after reopening."""
     from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
 
     store = AgentStore(tmp_path / "a")
     store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
-    for i in range(30):
-        batch = WriteBatch()
-        batch.insert([triple(node_ref(f"n{i}"), V.CONTENT, lit(f"text {i}"))])
-        store.commit(batch)
-    assert 1 <= store.auto_flushes <= 30
-    flusher = store._flusher
-    assert flusher is not None
+    with store._upkeep:  # a compaction "in progress": no flush can start
+        for i in range(30):
+            batch = WriteBatch()
+            batch.insert([triple(node_ref(f"n{i}"), V.CONTENT, lit(f"text {i}"))])
+            store.commit(batch)  # each asks for a flush, none waits for one
+        assert store.auto_flushes == 30
+        flusher = store._flusher
+        assert flusher is not None and flusher.is_alive()  # one flusher, waiting
     store.close()
     assert not flusher.is_alive() and store._flusher is None
     again = AgentStore(tmp_path / "a")
     assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == 30
+    again.close()
+
+
+class _CountingStore:
+    """pyoxigraph's Store, counting how many flushes and compactions run at the same time
+    (each held a little longer, so that two that overlap are seen)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def _upkeep(self, call: Any) -> None:
+        with self._lock:
+            self.running += 1
+            self.calls += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.005)
+            call()
+        finally:
+            with self._lock:
+                self.running -= 1
+
+    def flush(self) -> None:
+        self._upkeep(self._store.flush)
+
+    def optimize(self) -> None:
+        self._upkeep(self._store.optimize)
+
+
+def test_flushes_and_compactions_never_run_at_once(tmp_path: Path) -> None:
+    """RocksDB flushes and compactions (background flusher, background compaction, flush(),
+    optimize()) run one at a time: two at once can wait forever for each other with
+    Oxigraph's RocksDB options (RocksDB issues #12094, #13280)."""
+    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+
+    store = AgentStore(tmp_path / "a")
+    counting = _CountingStore(store._store)
+    store._store = counting  # type: ignore[assignment]
+    store.FLUSH_AFTER_BYTES = 200  # type: ignore[misc]
+    store.OPTIMIZE_AFTER_COMMITS = 5  # type: ignore[misc]
+    stop = threading.Event()
+
+    def upkeep_by_hand() -> None:
+        while not stop.is_set():
+            store.flush()
+            store.optimize()
+
+    by_hand = threading.Thread(target=upkeep_by_hand)
+    by_hand.start()
+    try:
+        written = 0
+        deadline = time.monotonic() + 60
+        while counting.calls < 16 and time.monotonic() < deadline:
+            batch = WriteBatch()
+            batch.insert([triple(node_ref(f"n{written}"), V.CONTENT, lit(f"text {written} " * 10))])
+            store.commit(batch)
+            store.maybe_optimize_in_background()
+            written += 1
+    finally:
+        stop.set()
+        by_hand.join()
+    store.close()
+    assert counting.most == 1
+    assert counting.calls >= 16 and store.auto_flushes > 0
+    del counting  # the last reference to the RocksDB store: its lock goes with it
+    gc.collect()
+    again = AgentStore(tmp_path / "a")
+    assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == written
     again.close()
