@@ -136,6 +136,9 @@ class Scheduler:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._started = False
         self._submitted = 0
+        #: Threads other than the scheduler's own waiting on ``_cv`` (wait_idle, remove_agent):
+        #: a task run inline wakes the scheduler thread only for them or for work it held up.
+        self._waiters = 0
         #: (seconds, task kind, agent id, monotonic start) of the longest steps over LONG_STEP
         self.long_steps: list[tuple[float, str, str, float]] = []
 
@@ -170,11 +173,11 @@ class Scheduler:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                self._cv.wait(remaining if remaining is not None else 0.5)
+                self._wait(remaining if remaining is not None else 0.5)
             slot.stopping = True  # whatever is still queued stays journalled
             # Never pull the store from under a step that is running right now.
             while slot.running is not None and threading.current_thread() is not self._thread:
-                self._cv.wait(0.5)
+                self._wait(0.5)
             if slot.auto_slice is not None and slot.auto_slice.gen is not None:
                 slot.auto_slice.gen.close()
             leftovers = list(slot.queue)
@@ -242,7 +245,7 @@ class Scheduler:
         finally:
             with self._cv:
                 slot.running = None
-                self._cv.notify_all()
+                self._wake(slot)
         return True
 
     def reserve(self, agent_id: str, limit: int) -> Reservation:
@@ -332,7 +335,30 @@ class Scheduler:
 
     def wait_idle(self, agent_id: str, timeout: float | None) -> bool:
         with self._cv:
-            return self._cv.wait_for(lambda: self.idle(agent_id) or self._stopped, timeout)
+            self._waiters += 1
+            try:
+                return self._cv.wait_for(lambda: self.idle(agent_id) or self._stopped, timeout)
+            finally:
+                self._waiters -= 1
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait on ``_cv`` (held) as a thread other than the scheduler's (see ``_waiters``)."""
+        self._waiters += 1
+        try:
+            self._cv.wait(timeout)
+        finally:
+            self._waiters -= 1
+
+    def _wake(self, slot: AgentSlot) -> None:
+        """A task of ``slot`` ended (``_cv`` held): wake whoever may be waiting for that —
+        threads in :meth:`wait_idle` / :meth:`remove_agent`, and the scheduler thread when the
+        agent has work the task held up or the task ran inline (a caller's thread). A recall
+        run inline on an idle agent wakes nobody: waking the idle scheduler thread for
+        nothing cost the caller a GIL hand-off, 0.4-1 ms of a 1-2 ms recall on the loaded
+        2-CPU benchmark machine (benchmarks/PROFILE.md)."""
+        if (self._waiters or slot.queue or slot.slices_pending or slot.auto_slice is not None
+                or threading.current_thread() is self._thread):
+            self._cv.notify_all()
 
     def user_work_waiting(self) -> bool:
         """True when any agent has a user task ready to run (checked between compression nodes)."""
@@ -471,8 +497,11 @@ class Scheduler:
             slot.slices_pending += 1
 
     def _wait_time(self) -> float | None:
-        times = [t.not_before for s in self._agents.values() for t in s.queue]
-        times += [s.auto_slice.not_before for s in self._agents.values() if s.auto_slice]
+        # An agent with a task running (inline, in a caller's thread) is woken for when it
+        # ends (_wake): its queue's times would have this thread poll every millisecond.
+        free = [s for s in self._agents.values() if s.running is None]
+        times = [t.not_before for s in free for t in s.queue]
+        times += [s.auto_slice.not_before for s in free if s.auto_slice]
         if not times:
             return None
         # Capped: a wait longer than the platform's limit raises OverflowError (issue 17).
@@ -537,7 +566,7 @@ class Scheduler:
                     task.not_before = time.monotonic() + _delay(delay)
                     slot.queue.append(task)  # tail of the agent's queue (SPEC §5.1 step 1)
             idle = not slot.queue and not slot.closing
-            self._cv.notify_all()
+            self._wake(slot)
         if idle:
             try:
                 slot.agent.on_idle()

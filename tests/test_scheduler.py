@@ -396,3 +396,68 @@ def test_an_idle_agents_task_runs_inline_in_the_agents_order() -> None:
     finally:
         scheduler.remove_agent("a", timeout=5)
         scheduler.stop()
+
+
+def _inline_run_holding(scheduler: Scheduler) -> tuple[threading.Event, threading.Thread]:
+    """Start a task run inline on agent "a" in another thread; it ends when the returned
+    event is set."""
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking() -> Generator[Backoff, None, str]:
+        entered.set()
+        release.wait(30)
+        return "inline"
+        yield
+
+    caller = threading.Thread(target=lambda: scheduler.run_inline(
+        "a", Task(TaskKind.RECALL, blocking, future=Future())), name="caller")
+    caller.start()
+    assert entered.wait(10)
+    return release, caller
+
+
+def test_an_inline_task_ending_wakes_a_thread_waiting_for_the_agent() -> None:
+    """A task run inline wakes the scheduler thread only when somebody waits: a thread in
+    wait_idle() while it runs returns as soon as it ends (not at its own timeout)."""
+    scheduler = Scheduler()
+    scheduler.add_agent(Agent("a", make_slice=lambda: _returns({"preempted": False})(),
+                              on_idle=lambda: None))
+    try:
+        release, caller = _inline_run_holding(scheduler)
+        idle: list[bool] = []
+        waiter = threading.Thread(target=lambda: idle.append(scheduler.wait_idle("a", 60)))
+        waiter.start()
+        time.sleep(0.1)
+        assert idle == []  # still running
+        release.set()
+        waiter.join(10)  # woken at the end: its 60 s timeout never reached
+        assert not waiter.is_alive() and idle == [True]
+        caller.join(10)
+    finally:
+        scheduler.remove_agent("a", timeout=5)
+        scheduler.stop()
+
+
+def test_a_slice_requested_during_an_inline_task_runs_when_it_ends() -> None:
+    """A compression slice asked for while a task runs inline waits for it, then runs: the
+    scheduler thread, which found the agent busy, is woken when the inline task ends."""
+    scheduler = Scheduler()
+    sliced = threading.Event()
+
+    def make_slice() -> Generator[Backoff, None, dict[str, bool]]:
+        sliced.set()
+        return {"preempted": False}
+        yield
+
+    scheduler.add_agent(Agent("a", make_slice=make_slice, on_idle=lambda: None))
+    try:
+        release, caller = _inline_run_holding(scheduler)
+        scheduler.request_slice("a")
+        time.sleep(0.1)
+        assert not sliced.is_set()  # the agent is busy
+        release.set()
+        assert sliced.wait(10)
+        caller.join(10)
+    finally:
+        scheduler.remove_agent("a", timeout=5)
+        scheduler.stop()
