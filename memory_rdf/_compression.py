@@ -38,6 +38,7 @@ from memory_rdf._store import (
     node_id,
     node_ref,
     render,
+    to_python,
     triple,
 )
 from memory_rdf._text import index_terms
@@ -127,6 +128,7 @@ class _Chunk:
     nodes: dict[str, _Node] = field(default_factory=dict)
     links: dict[LinkKey, float] = field(default_factory=dict)
     refs: dict[LinkKey, Term] = field(default_factory=dict)  # link IRIs as read
+    node_refs: dict[str, Term] = field(default_factory=dict)  # the chunk's node IRIs
     by_node: dict[str, list[LinkKey]] = field(default_factory=dict)
     # what the store holds now (as of the last write) for changed values
     stored_links: dict[LinkKey, float] = field(default_factory=dict)
@@ -139,16 +141,19 @@ class _Chunk:
     def read(cls, store: MemoryStore, ids: Sequence[str], keyword_index: bool) -> _Chunk:
         chunk = cls(keyword_index=keyword_index)
         refs = [node_ref(i) for i in ids]
+        chunk.node_refs = dict(zip(ids, refs, strict=True))
         for iri, content, original, scans, key in store.rows(render("scan_state", nodes=refs)):
             chunk.nodes[node_id(iri)] = _Node(content, int(original), int(scans), int(key))
         wanted = set(ids)
         odd: dict[str, float] = {}  # links whose IRI does not name their ends
-        for iri, w in store.rows(render("chunk_links", nodes=refs)):
+        for iri, ref, w in _link_rows(store, render("chunk_links", nodes=refs)):
             ends = link_ends(iri)
             if ends is None or not (ends[0] in wanted or ends[1] in wanted):
-                odd.setdefault(iri, float(w))
+                odd.setdefault(iri, w)
             elif ends not in chunk.links:
-                chunk.links[ends] = float(w)
+                chunk.links[ends] = w
+                if ref is not None:
+                    chunk.refs[ends] = ref
         if odd:
             query = render("link_ends", links=[iri_ref(i) for i in odd])
             for iri, s, t in store.rows(query):
@@ -163,9 +168,13 @@ class _Chunk:
         return chunk
 
     def ref(self, key: LinkKey) -> Term:
-        """The link's IRI: derived from its ends, unless it was read in another form."""
+        """The link's IRI: as read (serialized by pyoxigraph), else derived from its ends."""
         ref = self.refs.get(key)
         return ref if ref is not None else link_ref(*key)
+
+    def node_ref(self, nid: str) -> Term:
+        ref = self.node_refs.get(nid)
+        return ref if ref is not None else node_ref(nid)
 
     def touching(self, nid: str) -> list[LinkKey]:
         return [k for k in self.by_node.get(nid, ()) if k in self.links]
@@ -210,8 +219,12 @@ class _Chunk:
             lref = self.ref(key)
             deletes.append(triple(lref, V.STRENGTH, lit(old)))
             inserts.append(triple(lref, V.STRENGTH, lit(self.links[key])))
+        # the strengths and texts hold no predicate the read mirror's link index follows
+        batch.delete(deletes, index_neutral=True)
+        batch.insert(inserts, index_neutral=True)
+        deletes, inserts = [], []
         for nid, (scans, skey) in self.stored_scans.items():
-            ref, node = node_ref(nid), self.nodes[nid]
+            ref, node = self.node_ref(nid), self.nodes[nid]
             deletes += [triple(ref, V.SCAN_COUNT, lit(scans)), triple(ref, V.SCAN_ORDER, lit(skey))]
             inserts += [
                 triple(ref, V.SCAN_COUNT, lit(node.scans)),
@@ -234,13 +247,13 @@ class _Chunk:
         as values: only the triples that change are serialized). A node holding a text
         literal of another form than the library writes has its text deleted by pattern
         (``delete_node_texts.ru``) and all of the new one inserted."""
-        refs = {nid: node_ref(nid) for nid, _ in self.rewrites}
+        refs = {nid: self.node_ref(nid) for nid, _ in self.rewrites}
         old: dict[str, set[tuple[str, str | int]]] = {nid: set() for nid in refs}
         odd: set[str] = set()
         query = render("node_text_triples", nodes=list(refs.values()))
-        for iri, p, o, plain in store.rows(query):  # ?node and ?p only those asked for
+        for iri, pred, o, plain in _text_rows(store, query):  # ?node, ?p: those asked for
             if plain is True:
-                old[node_id(iri)].add((_TEXT_PREDICATES[p], o))
+                old[node_id(iri)].add((_TEXT_PREDICATES[pred], o))
             else:
                 odd.add(node_id(iri))
         if odd:
@@ -255,6 +268,35 @@ class _Chunk:
             fresh = set(new)
             deletes += sorted(triple(ref, pred, lit(v)) for pred, v in was.difference(fresh))
             inserts += [triple(ref, pred, lit(v)) for pred, v in new if (pred, v) not in was]
+
+
+def _link_rows(store: MemoryStore, query: str) -> list[tuple[str, Term | None, float]]:
+    """``chunk_links.rq``'s rows as (link IRI, its serialized term or None, strength): from
+    pyoxigraph terms when the store gives them (only the strength made a Python value; the
+    term kept for the write, instead of a ``link_ref`` per link), else from :meth:`rows`."""
+    raw = store.term_rows(query)
+    if raw is None:
+        return [(iri, None, float(w)) for iri, w in store.rows(query)]
+    return [(link.value, Term(str(link)), _strength(w)) for link, w in raw]
+
+
+def _strength(term: Any) -> float:
+    """``float(to_python(term))`` of a strength literal, without reading its datatype when
+    its lexical form is a number (an xsd:double, as the library writes them)."""
+    try:
+        return float(term.value)
+    except ValueError:
+        return float(to_python(term))
+
+
+def _text_rows(store: MemoryStore, query: str) -> list[tuple[str, str, Any, Any]]:
+    """``node_text_triples.rq``'s rows as (node IRI, predicate IRI, value, plain): as
+    :meth:`rows` gives them, with only the value converted when the store gives terms."""
+    raw = store.term_rows(query)
+    if raw is None:
+        return store.rows(query)
+    return [(node.value, p.value, to_python(o), plain is not None and plain.value == "true")
+            for node, p, o, plain in raw]
 
 
 #: Text predicates (full IRI → SPARQL form) that a rewrite replaces (node_text_triples.rq).
