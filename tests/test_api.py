@@ -416,3 +416,35 @@ def test_flushes_and_compactions_never_run_at_once(tmp_path: Path) -> None:
     again = AgentStore(tmp_path / "a")
     assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == written
     again.close()
+
+
+def test_a_writer_with_flushes_and_compactions_beside_it_never_hangs(tmp_path: Path) -> None:
+    """The hang the counting test above guards against, on the real store: a writer whose
+    commits ask for a flush every 20 kB while a compaction starts every 50 commits. Before
+    flushes and compactions were taken one at a time, a flush waited forever inside RocksDB
+    (`DBImpl::WaitForFlushMemTables`) within ~1,000 commits, and the writer behind it."""
+    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+
+    store = AgentStore(tmp_path / "a")
+    store.FLUSH_AFTER_BYTES = 20_000  # type: ignore[misc]
+    store.OPTIMIZE_AFTER_COMMITS = 50  # type: ignore[misc]
+    commits = 3000
+
+    def write() -> None:
+        for i in range(commits):
+            batch = WriteBatch()
+            batch.insert([triple(node_ref(f"n{i}"), V.CONTENT, lit(f"text {i} " * 20))])
+            store.commit(batch)
+            store.maybe_optimize_in_background()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(240)
+    assert not writer.is_alive(), "the writer hung behind a flush"
+    closing = threading.Thread(target=store.close, daemon=True)
+    closing.start()
+    closing.join(120)
+    assert not closing.is_alive(), "close() hung waiting for a flush or a compaction"
+    again = AgentStore(tmp_path / "a")
+    assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == commits
+    again.close()
