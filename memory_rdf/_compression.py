@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,10 +178,6 @@ class _Chunk:
 
     def touching(self, nid: str) -> list[LinkKey]:
         return [k for k in self.by_node.get(nid, ()) if k in self.links]
-
-    def set_strength(self, key: LinkKey, w: float) -> None:
-        self.stored_links.setdefault(key, self.links[key])
-        self.links[key] = w
 
     def remove_link(self, key: LinkKey) -> None:
         self.links.pop(key)
@@ -345,14 +341,19 @@ class Compressor:
 
     # -- scan order ----------------------------------------------------------------------------
 
-    def next_batch(self, limit: int) -> list[str]:
-        """The next ``limit`` nodes in scan order (SPEC §5.3), read from the scanOrder index."""
-        rows = self.store.index_rows(self.store.render("scan_order", limit=int(limit)))
+    def next_batch(self, limit: int, focus: Collection[str] | None = None) -> list[str]:
+        """The next ``limit`` nodes in scan order (SPEC §5.3), read from the scanOrder index;
+        focus nodes are not candidates (``focus``: the current focus, when the caller has it):
+        ``limit`` + the focus size rows are read and the focus dropped here."""
+        if focus is None:
+            focus = set(self.focus.ids())
+        want = int(limit) + len(focus)
+        rows = self.store.index_rows(self.store.render("scan_order", limit=want))
         keys = [int(k) for _, k in rows]
         if any(a >= b for a, b in zip(keys, keys[1:], strict=False)):
             self.index_fallbacks += 1
-            rows = self.store.rows(render("scan_order_sorted", limit=int(limit)))
-        return [node_id(r[0]) for r in rows]
+            rows = self.store.rows(render("scan_order_sorted", limit=want))
+        return [nid for nid in (node_id(r[0]) for r in rows) if nid not in focus][:limit]
 
     # -- a slice -------------------------------------------------------------------------------
 
@@ -362,7 +363,7 @@ class Compressor:
         running = 0.0  # own running time, backoff waits excluded (SPEC §5.3)
         mark = time.perf_counter()
         focus = set(self.focus.ids())
-        candidates = self.next_batch(cfg.compression_batch_size)
+        candidates = self.next_batch(cfg.compression_batch_size, focus)
         chunk = _Chunk()
         try:
             for part in chunks(candidates, CHUNK_SIZE):
@@ -435,15 +436,19 @@ class Compressor:
             finally:
                 self.stats.add(call)
                 report.add_calls(call)
+        links, stored = chunk.links, chunk.stored_links
+        decay, threshold = cfg.decay_rate, cfg.link_break_threshold
         for key in touching:
             if key[0] in focus:
                 continue  # links out of a focus node do not decay (SPEC §5.2 step 7)
-            w = chunk.links[key] * cfg.decay_rate
-            if w < cfg.link_break_threshold:
+            old = links[key]
+            w = old * decay
+            if w < threshold:
                 chunk.remove_link(key)
                 report.links_removed += 1
-            else:
-                chunk.set_strength(key, w)
+            else:  # the stored value kept for the write's DELETE DATA
+                stored.setdefault(key, old)
+                links[key] = w
         chunk.bump_scans(nid)
 
     def _checked(self, value: Any, target: int) -> Processed:
