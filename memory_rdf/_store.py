@@ -960,70 +960,50 @@ def apply_indexed(mirror: ox.Store, text: str, changes: IndexChanges | None) -> 
         mirror.update(text, prefixes=V.PREFIXES)
         build_index(mirror)
         return
-    plan = _IndexPlan(mirror, changes)
-    mirror.update(" ;\n".join([text, *plan.parts]), prefixes=V.PREFIXES)
-    plan.finish(mirror)
+    before = {n: _has(mirror, n, _SCAN_COUNT_NODE, None) for n in changes.liveness}
+    after: dict[str, bool | None] = {
+        n: {"insert": True, "forget": False}.get(op) for n, op in changes.liveness.items()
+    }
 
+    def alive_after(node: str) -> bool | None:
+        if node not in after:
+            after[node] = _has(mirror, node, _SCAN_COUNT_NODE, None)  # the batch leaves it
+        return after[node]
 
-class _IndexPlan:
-    """The link-index half of :func:`apply_indexed`, read off the mirror *before* the batch is
-    applied: ``parts`` (update operations to run after the batch's own) and :meth:`finish`
-    (after them)."""
-
-    __slots__ = ("before", "after", "parts")
-
-    def __init__(self, mirror: ox.Store, changes: IndexChanges) -> None:
-        before = {n: _has(mirror, n, _SCAN_COUNT_NODE, None) for n in changes.liveness}
-        after: dict[str, bool | None] = {
-            n: {"insert": True, "forget": False}.get(op) for n, op in changes.liveness.items()
-        }
-        self.before, self.after = before, after
-
-        def alive_after(node: str) -> bool | None:
-            if node not in after:
-                after[node] = _has(mirror, node, _SCAN_COUNT_NODE, None)  # the batch leaves it
-            return after[node]
-
-        # Nodes the batch creates (not live before, a scanCount written) that no link touched.
-        fresh = {n for n, was in before.items() if not was and after[n]
-                 and not _has(mirror, None, _TARGET_NODE, n)
-                 and not _has(mirror, None, _SOURCE_NODE, n)}
-        entries: dict[str, list[str]] = {V.MIRROR_OUT: [], V.MIRROR_LOST: []}
-        general: list[str] = []
-        for link in sorted(changes.links):
-            made = _new_link_entries(mirror, link, changes, alive_after, fresh)
-            if made is None:
-                general.append(link)
-            else:
-                for graph, quad in made:
-                    entries[graph].append(quad)
-        # Nodes whose liveness the batch changes move the entries of the links into them (a
-        # fresh node has none but the batch's own, written above).
-        changed = [n for n, was in before.items()
-                   if after[n] is not None and after[n] != was and n not in fresh]
-        self.parts: list[str] = []
-        data = "\n".join(f"GRAPH <{g}> {{\n" + "\n".join(q) + "\n}"
-                         for g, q in entries.items() if q)
-        if data:
-            self.parts.append(f"INSERT DATA {{\n{data}\n}}")
-        if general or changed or changes.forgotten:
-            self.parts.append(render(
-                "mirror_index.ru", links=[Term(t) for t in general],
-                changed=[Term(t) for t in sorted(changed)],
-                forgotten=[Term(t) for t in sorted(changes.forgotten)],
-            ))
-
-    def finish(self, mirror: ox.Store) -> None:
-        """After the batch and :attr:`parts`: a node whose scanCount the batch deleted and
-        did not write again — is it still a live node?"""
-        before, after = self.before, self.after
-        unsure = [n for n in before if after[n] is None]
-        if unsure:
-            moved = [Term(n) for n in unsure
-                     if _has(mirror, n, _SCAN_COUNT_NODE, None) != before[n]]
-            if moved:
-                mirror.update(render("mirror_index.ru", links=[], changed=moved, forgotten=[]),
-                              prefixes=V.PREFIXES)
+    # Nodes the batch creates (not live before, a scanCount written) that no link touched.
+    fresh = {n for n, was in before.items() if not was and after[n]
+             and not _has(mirror, None, _TARGET_NODE, n)
+             and not _has(mirror, None, _SOURCE_NODE, n)}
+    entries: dict[str, list[str]] = {V.MIRROR_OUT: [], V.MIRROR_LOST: []}
+    general: list[str] = []
+    for link in sorted(changes.links):
+        made = _new_link_entries(mirror, link, changes, alive_after, fresh)
+        if made is None:
+            general.append(link)
+        else:
+            for graph, quad in made:
+                entries[graph].append(quad)
+    # Nodes whose liveness the batch changes move the entries of the links into them (a
+    # fresh node has none but the batch's own, written above).
+    changed = [n for n, was in before.items()
+               if after[n] is not None and after[n] != was and n not in fresh]
+    parts = [text]
+    data = "\n".join(f"GRAPH <{g}> {{\n" + "\n".join(q) + "\n}" for g, q in entries.items() if q)
+    if data:
+        parts.append(f"INSERT DATA {{\n{data}\n}}")
+    if general or changed or changes.forgotten:
+        parts.append(render(
+            "mirror_index.ru", links=[Term(t) for t in general],
+            changed=[Term(t) for t in sorted(changed)],
+            forgotten=[Term(t) for t in sorted(changes.forgotten)],
+        ))
+    mirror.update(" ;\n".join(parts), prefixes=V.PREFIXES)
+    unsure = [n for n in before if after[n] is None]
+    if unsure:  # a scanCount deleted, none written after: is it still a live node?
+        moved = [Term(n) for n in unsure if _has(mirror, n, _SCAN_COUNT_NODE, None) != before[n]]
+        if moved:
+            mirror.update(render("mirror_index.ru", links=[], changed=moved, forgotten=[]),
+                          prefixes=V.PREFIXES)
 
 
 class _Mirror:
