@@ -1385,8 +1385,7 @@ class AgentStore(MemoryStore):
         if self._optimizer is not None:
             self._optimizer.join()
             self._optimizer = None
-        self.wait_flush()
-        self._flusher = None
+        self.wait_flush()  # the flusher clears _flusher as it ends
         if self._store is not None:
             if not self.read_only and self.path is not None:
                 with contextlib.suppress(StoreError):
@@ -1426,9 +1425,7 @@ class AgentStore(MemoryStore):
         store = self.store
 
         def run() -> None:
-            with self._upkeep, contextlib.suppress(StoreError), \
-                    _storage_errors("background compaction"):
-                store.optimize()
+            self._background_upkeep(store.optimize, "background compaction")
 
         self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
         self._optimizer.start()
@@ -1520,10 +1517,16 @@ class AgentStore(MemoryStore):
         return [tuple(to_python(sol[i]) for i in range(width)) for sol in result]
 
     def term_rows(self, query: str) -> list[Sequence[Any]] | None:
-        with _storage_errors(f"cannot read the memory store {self.path}"):
-            result = self._reads().query(query, prefixes=V.PREFIXES)
+        return self._solutions(self._reads(), query, f"the memory store {self.path}")
+
+    @staticmethod
+    def _solutions(store: ox.Store, query: str, what: str) -> list[Sequence[Any]]:
+        """A SELECT's rows as pyoxigraph terms, materialized here, in the calling thread
+        (SPEC §7)."""
+        with _storage_errors(f"cannot read {what}"):
+            result = store.query(query, prefixes=V.PREFIXES)
             assert isinstance(result, ox.QuerySolutions)
-            return list(result)  # materialized here, in the calling thread (SPEC §7)
+            return list(result)
 
     def index_rows(self, query: str) -> list[Row]:
         with _storage_errors(f"cannot read the memory store {self.path}"):
@@ -1539,10 +1542,7 @@ class AgentStore(MemoryStore):
         copy = None if mirror is None else mirror.store
         if copy is None:
             return None
-        with _storage_errors(f"cannot read the read mirror of {self.path}"):
-            result = copy.query(query, prefixes=V.PREFIXES)
-            assert isinstance(result, ox.QuerySolutions)
-            return list(result)  # materialized here, in the calling thread (SPEC §7)
+        return self._solutions(copy, query, f"the read mirror of {self.path}")
 
     def ask(self, query: str) -> bool:
         with _storage_errors(f"cannot read the memory store {self.path}"):
@@ -1581,9 +1581,8 @@ class AgentStore(MemoryStore):
                         self._flusher = None
                         return
                     self._flush_wanted = False
-                with self._upkeep, contextlib.suppress(StoreError), \
-                        _storage_errors("background flush"):
-                    store.flush()  # the write landed; flushing is upkeep
+                # the write landed; flushing is upkeep
+                self._background_upkeep(store.flush, "background flush")
 
         with self._flusher_lock:
             self._flush_wanted = True
@@ -1591,6 +1590,12 @@ class AgentStore(MemoryStore):
                 self._flusher = threading.Thread(target=run, name="memory-rdf-flush",
                                                  daemon=True)
                 self._flusher.start()
+
+    def _background_upkeep(self, call: Callable[[], None], what: str) -> None:
+        """A RocksDB flush or compaction run by a background thread: one at a time with every
+        other (``_upkeep``), its errors dropped (the writes it tidies have landed)."""
+        with self._upkeep, contextlib.suppress(StoreError), _storage_errors(what):
+            call()
 
     def wait_flush(self) -> None:
         """Wait for the background flusher (see :meth:`_flush_in_background`) to end."""
