@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -173,11 +173,13 @@ class Scheduler:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                self._wait(remaining if remaining is not None else 0.5)
+                with self._waiting():
+                    self._cv.wait(remaining if remaining is not None else 0.5)
             slot.stopping = True  # whatever is still queued stays journalled
             # Never pull the store from under a step that is running right now.
             while slot.running is not None and threading.current_thread() is not self._thread:
-                self._wait(0.5)
+                with self._waiting():
+                    self._cv.wait(0.5)
             if slot.auto_slice is not None and slot.auto_slice.gen is not None:
                 slot.auto_slice.gen.close()
             leftovers = list(slot.queue)
@@ -334,18 +336,16 @@ class Scheduler:
         )
 
     def wait_idle(self, agent_id: str, timeout: float | None) -> bool:
-        with self._cv:
-            self._waiters += 1
-            try:
-                return self._cv.wait_for(lambda: self.idle(agent_id) or self._stopped, timeout)
-            finally:
-                self._waiters -= 1
+        with self._cv, self._waiting():
+            return self._cv.wait_for(lambda: self.idle(agent_id) or self._stopped, timeout)
 
-    def _wait(self, timeout: float | None) -> None:
-        """Wait on ``_cv`` (held) as a thread other than the scheduler's (see ``_waiters``)."""
+    @contextlib.contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """Around a wait on ``_cv`` (held) by a thread other than the scheduler's: counted in
+        ``_waiters``, so that the end of a task wakes it (:meth:`_wake`)."""
         self._waiters += 1
         try:
-            self._cv.wait(timeout)
+            yield
         finally:
             self._waiters -= 1
 
