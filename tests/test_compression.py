@@ -178,6 +178,17 @@ def test_scan_order_follows_scan_count_then_age(make_manager) -> None:
     assert mem._compressor.index_fallbacks == 0  # endpoints get the ORDER BY form at once
 
 
+def test_next_batch_skips_focus_nodes_first_in_scan_order(make_manager) -> None:
+    """Focus nodes are not candidates (SPEC §5.3) even when they come first in scan order
+    (never scanned, scanCount 0): the batch still holds ``limit`` other nodes."""
+    mem = make_manager(config=FAST.replace(focus_limit=2, compression_batch_size=3))
+    remember(mem, "n1 long text | n2 long text | n3 long text | n4 long text | n5 long text")
+    names = {v: k for k, v in ids_by_content(mem).items()}
+    assert {names[i] for i in mem.stats()["focus"]} == {"n4 long text", "n5 long text"}
+    mem.run_compression_slice()  # n1, n2, n3 scanned once: the focus nodes now lead
+    assert [names[i] for i in mem._compressor.next_batch(2)] == ["n1 long text", "n2 long text"]
+
+
 def test_time_slice_ends_a_slice(make_manager, model: ScriptedModel) -> None:
     model.compress_delay = 0.05
     mem = make_manager(config=FAST.replace(
