@@ -7,14 +7,15 @@ importance 1), then
   ``ORDER BY`` query over every node (the baseline, measured in the same run);
 * scans/s with the built-in HeuristicModel, including and excluding the time spent inside the
   model's calls (``Compressor.stats.seconds``), and the same with ``FastModel`` (whose
-  ``process`` is a slice of the text: the store's cost alone).
+  ``process`` is a slice of the text: the store's cost alone); the two models take turns
+  slice by slice on one store, after a few untimed warm-up slices.
 
 The workload's links are aged (``--decay`` scans of decay) so that part of the scanned nodes
 fall below importance 1 and are compressed by a model call, as in a living agent.
 
 Scans are timed with the read mirror off and on (``--read-mirror both``, the default; the
-mirror is waited for before timing): reads are cheaper from memory, but every write is applied
-to both stores.
+mirror is waited for before timing), each on a fresh copy of the generated store: reads are
+cheaper from memory, but every write is applied to both stores.
 
     python benchmarks/compression_throughput.py [--sizes 10000,100000] [--slices 20] [--decay 120]
                                                 [--read-mirror both|on|off] [--store DIR]
@@ -32,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -41,18 +43,26 @@ from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager, SmallModel  # noqa: E402
 from memory_rdf._store import AgentStore, render  # noqa: E402
 
+#: Slices each model runs untimed after an open, before the timed ones.
+WARMUP_SLICES = 5
 
-def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, float, float, int, int]:
-    """(scans/s including the model, scans/s excluding it, scans/s of the compression
-    thread's own CPU time excluding the model, scans, model calls).
+
+def scans_per_second(
+    mem: MemoryManager, slices: int, models: Sequence[tuple[str, SmallModel]] | None = None,
+) -> dict[str, tuple[float, float, float, int, int]]:
+    """For each (label, model) of ``models`` (default: the manager's own model), taking turns
+    slice by slice on the same store (so that each meets the same state and the same load):
+    (scans/s including the model, scans/s excluding it, scans/s of the compression thread's
+    own CPU time excluding the model, scans, model calls).
 
     The CPU figure counts only the time the scheduler thread ran (``time.thread_time``, read
     in that thread by each slice's report hook): steadier than wall-clock time on a shared,
     loaded machine, and blind to background threads (RocksDB's own, a background flush)."""
-    scanned = calls = 0
-    spent = cpu = 0.0
-    model_before = mem._compressor.stats.seconds
-    run_slice = mem._compressor.run_slice
+    comp = mem._compressor
+    turns = list(models) if models is not None else [("", comp.model)]
+    totals = {label: [0, 0, 0.0, 0.0, 0.0] for label, _ in turns}  # scans calls wall cpu model
+    run_slice = comp.run_slice
+    cpu = 0.0
 
     def timed_slice():  # type: ignore[no-untyped-def]
         nonlocal cpu
@@ -62,19 +72,28 @@ def scans_per_second(mem: MemoryManager, slices: int) -> tuple[float, float, flo
         finally:
             cpu += time.thread_time() - start
 
-    mem._compressor.run_slice = timed_slice  # type: ignore[method-assign]
+    comp.run_slice = timed_slice  # type: ignore[method-assign]
     try:
         for _ in range(slices):
-            start = time.perf_counter()
-            report = mem.run_compression_slice()
-            spent += time.perf_counter() - start
-            scanned += report["scanned"]
-            calls += report["model_calls"]
+            for label, model in turns:
+                comp.model = model
+                total = totals[label]
+                model_before, cpu_before = comp.stats.seconds, cpu
+                start = time.perf_counter()
+                report = mem.run_compression_slice()
+                total[2] += time.perf_counter() - start
+                total[3] += cpu - cpu_before
+                total[4] += comp.stats.seconds - model_before
+                total[0] += report["scanned"]
+                total[1] += report["model_calls"]
     finally:
-        del mem._compressor.run_slice
-    in_model = mem._compressor.stats.seconds - model_before
-    return (scanned / spent, scanned / max(spent - in_model, 1e-9),
-            scanned / max(cpu - in_model, 1e-9), scanned, calls)
+        del comp.run_slice
+        comp.model = turns[0][1]
+    return {
+        label: (scanned / spent, scanned / max(spent - in_model, 1e-9),
+                scanned / max(spent_cpu - in_model, 1e-9), scanned, calls)
+        for label, (scanned, calls, spent, spent_cpu, in_model) in totals.items()
+    }
 
 
 def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:
@@ -95,22 +114,20 @@ def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:
 
 def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
         mirrors: tuple[bool, ...], keep: Path | None) -> None:
+    kept = (keep if keep is not None else tmp) / f"agent{size}-f{focus_limit}-d{decay:g}"
+    if not kept.exists():
+        prepare(kept, size, focus_limit, decay)
     path = tmp / f"agent{size}"
-    if keep is None:
-        prepare(path, size, focus_limit, decay)
-    else:
-        kept = keep / f"agent{size}-f{focus_limit}-d{decay:g}"
-        if not kept.exists():
-            prepare(kept, size, focus_limit, decay)
+    models: list[tuple[str, SmallModel]] = [("FastModel", FastModel()),
+                                             ("built-in model", HeuristicModel())]
+    for n, mirror in enumerate(mirrors):
+        # Every setting starts from the same state: a fresh copy of the generated store.
+        shutil.rmtree(path, ignore_errors=True)
         start = time.perf_counter()
         shutil.copytree(kept, path)
         print(f"\n{size:,} nodes: copied from {kept} in {time.perf_counter() - start:.1f} s")
-    model: SmallModel
-    runs = [(mirror, label, model) for mirror in mirrors
-            for label, model in (("FastModel", FastModel()), ("built-in model", HeuristicModel()))]
-    for n, (mirror, label, model) in enumerate(runs):
         config = Config(auto_compress=False, compression_batch_size=100, read_mirror=mirror)
-        with MemoryManager(path.name, data_dir=tmp, config=config, model=model) as mem:
+        with MemoryManager(path.name, data_dir=tmp, config=config, model=models[0][1]) as mem:
             assert isinstance(mem._store, AgentStore)
             if mirror:
                 start = time.perf_counter()
@@ -130,11 +147,19 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
                 f50 = statistics.median(full)
                 print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")
                 print(f"  next batch (ORDER BY)   p50 {f50:8.2f} ms   ({f50 / i50:,.0f}× slower)")
-            rate, bare, cpu, scanned, calls = scans_per_second(mem, slices)
+            # Untimed warm-up: the first thousand scans after an open ran ~20% slower (block
+            # cache, page cache); then the models take turns slice by slice. (Timed one after
+            # the other, the second model met a store changed by the first one's scans and
+            # its flushes' compactions: 1,638 against 2,040 scans/s, a gap that disappeared
+            # with turns — benchmarks/PROFILE.md.)
+            scans_per_second(mem, WARMUP_SLICES, models)
             where = "mirror on " if mirror else "mirror off"
-            print(f"  scans/s {label:<15} {where} {rate:9,.0f} including the model, {bare:9,.0f} "
-                  f"excluding it, {cpu:9,.0f} per CPU second of the compression thread   "
-                  f"({scanned} scans, {calls} model calls)")
+            for label, (rate, bare, cpu, scanned, calls) in scans_per_second(
+                mem, slices, models
+            ).items():
+                print(f"  scans/s {label:<15} {where} {rate:9,.0f} including the model, "
+                      f"{bare:9,.0f} excluding it, {cpu:9,.0f} per CPU second of the "
+                      f"compression thread   ({scanned} scans, {calls} model calls)")
 
 
 def main() -> None:

@@ -96,6 +96,13 @@ async function main() {
   const loadMs = now() - start;
   graph.nodes = null;
   graph.links = null;
+  // The load leaves V8 with a marking cycle of a multi-GB heap under way; finishing it here,
+  // untimed, keeps its steps out of the first queries' samples (on 2 busy CPUs its concurrent
+  // markers get no time and the main thread did the marking: query sets of 150-300 ms beside
+  // 1-2 ms). Each query set starts after a full collection as well; the collections its own
+  // allocations cause are timed. Needs --expose-gc (levelgraph_peer.py passes it).
+  const collect = typeof global.gc === "function" ? global.gc : () => {};
+  collect();
 
   const threshold = spec.threshold;
   const t = spec.templates;
@@ -184,17 +191,28 @@ async function main() {
     return entries.join(t.entry_separator);
   }
 
+  // Every query set is timed in two passes over the whole list and keeps the pass with the
+  // lower median: this process runs alone, not taking turns with the other engines, so a
+  // moment of load on the machine (measured: p50 10-13 ms instead of 1-2 ms beside one busy
+  // process) would fall on it alone. The better pass is LevelGraph's side of the doubt.
+  const median = (xs) => { const a = [...xs].sort((x, y) => x - y); return a[a.length >> 1]; };
   const results = [];
-  for (const q of spec.queries) {
-    const text = await recall(q); // first run: the answer, and warms up
-    const samples = [];
-    const began = now();
-    while (samples.length < spec.repeat && (samples.length < spec.min_repeat || now() - began < spec.budget_ms)) {
-      const s = now();
-      await recall(q);
-      samples.push(now() - s);
+  for (let pass = 0; pass < 2; pass++) {
+    for (let i = 0; i < spec.queries.length; i++) {
+      const q = spec.queries[i];
+      const text = await recall(q); // first run: the answer, and warms up
+      collect();
+      const samples = [];
+      const began = now();
+      while (samples.length < spec.repeat && (samples.length < spec.min_repeat || now() - began < spec.budget_ms)) {
+        const s = now();
+        await recall(q);
+        samples.push(now() - s);
+      }
+      if (results[i] === undefined || median(samples) < median(results[i].samples_ms)) {
+        results[i] = { text, samples_ms: samples };
+      }
     }
-    results.push({ text, samples_ms: samples });
   }
   process.stdout.write(JSON.stringify({
     load_ms: loadMs, triples, rss_bytes: process.memoryUsage().rss, results,
