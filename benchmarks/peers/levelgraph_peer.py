@@ -5,8 +5,9 @@ relation, dangling ones included), the queries with the seeds and templates; the
 LevelGraph (memory-level backend), answers and times every query itself and prints one JSON
 object. It runs after the in-process engines rather than taking turns with them, so it times
 every query in two passes and keeps the one with the lower median, each after a full garbage
-collection (untimed). Its dependencies are installed with npm into ``levelgraph/node_modules`` (gitignored)
-the first time the peer runs; without node or npm the peer is skipped with the reason.
+collection (untimed). Its dependencies are installed with npm into
+``levelgraph/node_modules`` (gitignored) the first time the peer runs; without node or npm
+the peer is skipped with the reason.
 """
 
 from __future__ import annotations
