@@ -24,6 +24,7 @@ import re
 import shutil
 import threading
 import traceback
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -699,29 +700,33 @@ def mirror_fits(nodes: int, available: int | None, reserved: int = 0) -> bool:
 
 class _MirrorBudget:
     """The estimated bytes of every read mirror of the process, by store: what the automatic
-    choice of one agent's mirror counts beside its own (a MemorySystem of many agents)."""
+    choice of one agent's mirror counts beside its own (a MemorySystem of many agents).
+
+    Held by weak reference: a store dropped without ``close()`` gives its share back when it
+    is collected (keyed by ``id()``, its share stayed, and a later store given the same id
+    would have taken it over)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._reserved: dict[int, int] = {}
+        self._reserved: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
 
     def claim(self, owner: object, nodes: int, wanted: bool | None) -> bool:
         """Reserve ``owner``'s mirror estimate; with ``wanted=None`` only when it fits."""
         estimate = nodes * MIRROR_BYTES_PER_NODE
         with self._lock:
-            others = sum(v for k, v in self._reserved.items() if k != id(owner))
+            others = sum(v for k, v in list(self._reserved.items()) if k is not owner)
             if wanted is None and not mirror_fits(nodes, available_memory(), others):
                 return False
-            self._reserved[id(owner)] = estimate
+            self._reserved[owner] = estimate
             return True
 
     def release(self, owner: object) -> None:
         with self._lock:
-            self._reserved.pop(id(owner), None)
+            self._reserved.pop(owner, None)
 
     def reserved(self) -> int:
         with self._lock:
-            return sum(self._reserved.values())
+            return sum(list(self._reserved.values()))
 
 
 MIRROR_BUDGET = _MirrorBudget()

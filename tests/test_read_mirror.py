@@ -6,6 +6,7 @@ a mirror that fails to apply an update is rebuilt from disk."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import shutil
 from pathlib import Path
@@ -357,3 +358,21 @@ def test_every_update_template_is_known_to_the_link_index() -> None:
     own = {"mirror_index", "mirror_index_all"}  # the index's own updates
     endpoint_only = {"wipe_agent"}  # names the memory graph: never run on an embedded store
     assert set(update_names()) == _store._INDEX_NEUTRAL | followed | own | endpoint_only
+
+
+def test_a_store_dropped_without_close_gives_its_mirror_share_back() -> None:
+    # The budget holds its stores weakly: one collected without close() no longer counts
+    # against the others' automatic choice, and no later store inherits its share by id.
+    budget = _store._MirrorBudget()
+
+    class Owner:
+        pass
+
+    kept, dropped = Owner(), Owner()
+    assert budget.claim(kept, 10, True) and budget.claim(dropped, 20, True)
+    assert budget.reserved() == 30 * _store.MIRROR_BYTES_PER_NODE
+    del dropped
+    gc.collect()
+    assert budget.reserved() == 10 * _store.MIRROR_BYTES_PER_NODE
+    budget.release(kept)
+    assert budget.reserved() == 0
