@@ -150,8 +150,8 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
             # Untimed warm-up: the first thousand scans after an open ran ~20% slower (block
             # cache, page cache); then the models take turns slice by slice. (Timed one after
             # the other, the second model met a store changed by the first one's scans and
-            # its flushes' compactions: 1,638 against 2,040 scans/s, a gap that disappeared
-            # with turns — benchmarks/PROFILE.md.)
+            # its flushes' compactions: 1,638 against 2,040 scans/s; taking turns, 1-9%
+            # apart — benchmarks/PROFILE.md, "fourth pass".)
             scans_per_second(mem, WARMUP_SLICES, models)
             where = "mirror on " if mirror else "mirror off"
             for label, (rate, bare, cpu, scanned, calls) in scans_per_second(
