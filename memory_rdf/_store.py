@@ -714,7 +714,7 @@ class _MirrorBudget:
         """Reserve ``owner``'s mirror estimate; with ``wanted=None`` only when it fits."""
         estimate = nodes * MIRROR_BYTES_PER_NODE
         with self._lock:
-            others = sum(v for k, v in list(self._reserved.items()) if k is not owner)
+            others = sum(v for k, v in self._reserved.items() if k is not owner)
             if wanted is None and not mirror_fits(nodes, available_memory(), others):
                 return False
             self._reserved[owner] = estimate
@@ -726,7 +726,7 @@ class _MirrorBudget:
 
     def reserved(self) -> int:
         with self._lock:
-            return sum(list(self._reserved.values()))
+            return sum(self._reserved.values())
 
 
 MIRROR_BUDGET = _MirrorBudget()
