@@ -5,9 +5,14 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memory_rdf import Processed
+
+if TYPE_CHECKING:
+    from memory_rdf import MemoryManager, SmallModel
 
 WORDS_ZH = ["登录", "支付", "订单", "数据库", "缓存", "发布", "测试", "预算", "会议", "接口",
             "前端", "后端", "部署", "日志", "监控", "权限", "用户", "商品", "库存", "退款"]
@@ -51,3 +56,76 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
         fn()
         out.append((time.perf_counter() - start) * 1000)
     return out
+
+
+#: Compression slices run untimed after an open, before the timed ones: the first ~1,000
+#: scans after an open ran ~20% slower at 100k nodes (block cache, page cache;
+#: PROFILE.md, "fourth pass").
+WARMUP_SLICES = 5
+
+
+@dataclass
+class ScanTiming:
+    """Compression slices timed by :func:`time_compression`."""
+
+    scans: int = 0
+    model_calls: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0  # the compression thread's own CPU time
+    model_s: float = 0.0  # inside the model's calls (``Compressor.stats.seconds``)
+
+    @property
+    def per_s(self) -> float:
+        return self.scans / max(self.wall_s, 1e-9)
+
+    @property
+    def per_s_excl_model(self) -> float:
+        return self.scans / max(self.wall_s - self.model_s, 1e-9)
+
+    @property
+    def per_cpu_s_excl_model(self) -> float:
+        return self.scans / max(self.cpu_s - self.model_s, 1e-9)
+
+
+def time_compression(
+    mem: MemoryManager, slices: int, models: Sequence[tuple[str, SmallModel]] | None = None,
+) -> dict[str, ScanTiming]:
+    """``slices`` compression slices (``mem.run_compression_slice()``) for each (label, model)
+    of ``models`` (default: the manager's own model, label ""), taking turns slice by slice
+    on the same store, so that each meets the same state and the same load.
+
+    The CPU time counts only the scheduler thread (``time.thread_time``, read in that thread
+    around each slice): steadier than wall-clock time on a shared, loaded machine, and blind
+    to background threads (RocksDB's own, a background flush)."""
+    comp = mem._compressor
+    turns = list(models) if models is not None else [("", comp.model)]
+    timings = {label: ScanTiming() for label, _ in turns}
+    run_slice = comp.run_slice
+    cpu = 0.0
+
+    def timed_slice():  # type: ignore[no-untyped-def]
+        nonlocal cpu
+        start = time.thread_time()
+        try:
+            return (yield from run_slice())
+        finally:
+            cpu += time.thread_time() - start
+
+    comp.run_slice = timed_slice  # type: ignore[method-assign]
+    try:
+        for _ in range(slices):
+            for label, model in turns:
+                comp.model = model
+                timing = timings[label]
+                model_before, cpu_before = comp.stats.seconds, cpu
+                start = time.perf_counter()
+                report = mem.run_compression_slice()
+                timing.wall_s += time.perf_counter() - start
+                timing.cpu_s += cpu - cpu_before
+                timing.model_s += comp.stats.seconds - model_before
+                timing.scans += report["scanned"]
+                timing.model_calls += report["model_calls"]
+    finally:
+        del comp.run_slice
+        comp.model = turns[0][1]
+    return timings

@@ -33,67 +33,20 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import FastModel, percentiles, timed  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    WARMUP_SLICES,
+    FastModel,
+    percentiles,
+    time_compression,
+    timed,
+)
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager, SmallModel  # noqa: E402
 from memory_rdf._store import AgentStore, render  # noqa: E402
-
-#: Slices each model runs untimed after an open, before the timed ones.
-WARMUP_SLICES = 5
-
-
-def scans_per_second(
-    mem: MemoryManager, slices: int, models: Sequence[tuple[str, SmallModel]] | None = None,
-) -> dict[str, tuple[float, float, float, int, int]]:
-    """For each (label, model) of ``models`` (default: the manager's own model), taking turns
-    slice by slice on the same store (so that each meets the same state and the same load):
-    (scans/s including the model, scans/s excluding it, scans/s of the compression thread's
-    own CPU time excluding the model, scans, model calls).
-
-    The CPU figure counts only the time the scheduler thread ran (``time.thread_time``, read
-    in that thread by each slice's report hook): steadier than wall-clock time on a shared,
-    loaded machine, and blind to background threads (RocksDB's own, a background flush)."""
-    comp = mem._compressor
-    turns = list(models) if models is not None else [("", comp.model)]
-    totals = {label: [0, 0, 0.0, 0.0, 0.0] for label, _ in turns}  # scans calls wall cpu model
-    run_slice = comp.run_slice
-    cpu = 0.0
-
-    def timed_slice():  # type: ignore[no-untyped-def]
-        nonlocal cpu
-        start = time.thread_time()
-        try:
-            return (yield from run_slice())
-        finally:
-            cpu += time.thread_time() - start
-
-    comp.run_slice = timed_slice  # type: ignore[method-assign]
-    try:
-        for _ in range(slices):
-            for label, model in turns:
-                comp.model = model
-                total = totals[label]
-                model_before, cpu_before = comp.stats.seconds, cpu
-                start = time.perf_counter()
-                report = mem.run_compression_slice()
-                total[2] += time.perf_counter() - start
-                total[3] += cpu - cpu_before
-                total[4] += comp.stats.seconds - model_before
-                total[0] += report["scanned"]
-                total[1] += report["model_calls"]
-    finally:
-        del comp.run_slice
-        comp.model = turns[0][1]
-    return {
-        label: (scanned / spent, scanned / max(spent - in_model, 1e-9),
-                scanned / max(spent_cpu - in_model, 1e-9), scanned, calls)
-        for label, (scanned, calls, spent, spent_cpu, in_model) in totals.items()
-    }
 
 
 def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:
@@ -114,9 +67,9 @@ def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:
 
 def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
         mirrors: tuple[bool, ...], keep: Path | None) -> None:
-    kept = (keep if keep is not None else tmp) / f"agent{size}-f{focus_limit}-d{decay:g}"
-    if not kept.exists():
-        prepare(kept, size, focus_limit, decay)
+    generated = (keep if keep is not None else tmp) / f"agent{size}-f{focus_limit}-d{decay:g}"
+    if not generated.exists():
+        prepare(generated, size, focus_limit, decay)
     path = tmp / f"agent{size}"
     models: list[tuple[str, SmallModel]] = [("FastModel", FastModel()),
                                              ("built-in model", HeuristicModel())]
@@ -124,8 +77,8 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
         # Every setting starts from the same state: a fresh copy of the generated store.
         shutil.rmtree(path, ignore_errors=True)
         start = time.perf_counter()
-        shutil.copytree(kept, path)
-        print(f"\n{size:,} nodes: copied from {kept} in {time.perf_counter() - start:.1f} s")
+        shutil.copytree(generated, path)
+        print(f"\n{size:,} nodes: copied from {generated} in {time.perf_counter() - start:.1f} s")
         config = Config(auto_compress=False, compression_batch_size=100, read_mirror=mirror)
         with MemoryManager(path.name, data_dir=tmp, config=config, model=models[0][1]) as mem:
             assert isinstance(mem._store, AgentStore)
@@ -152,14 +105,13 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
             # the other, the second model met a store changed by the first one's scans and
             # its flushes' compactions: 1,638 against 2,040 scans/s; taking turns, 1-9%
             # apart — benchmarks/PROFILE.md, "fourth pass".)
-            scans_per_second(mem, WARMUP_SLICES, models)
+            time_compression(mem, WARMUP_SLICES, models)
             where = "mirror on " if mirror else "mirror off"
-            for label, (rate, bare, cpu, scanned, calls) in scans_per_second(
-                mem, slices, models
-            ).items():
-                print(f"  scans/s {label:<15} {where} {rate:9,.0f} including the model, "
-                      f"{bare:9,.0f} excluding it, {cpu:9,.0f} per CPU second of the "
-                      f"compression thread   ({scanned} scans, {calls} model calls)")
+            for label, t in time_compression(mem, slices, models).items():
+                print(f"  scans/s {label:<15} {where} {t.per_s:9,.0f} including the model, "
+                      f"{t.per_s_excl_model:9,.0f} excluding it, {t.per_cpu_s_excl_model:9,.0f} "
+                      f"per CPU second of the compression thread   ({t.scans} scans, "
+                      f"{t.model_calls} model calls)")
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import FastModel, percentiles, sentence
+from benchmarks._common import WARMUP_SLICES, FastModel, percentiles, sentence, time_compression
 from benchmarks._workload import check_against_remember, generate
 from benchmarks.peers import Peer, Query, Snapshot, Timer, all_peers
 from memory_rdf import Config, HeuristicModel, MemoryManager, Processed, SmallModel, Templates
@@ -74,10 +74,6 @@ QUERIES: list[tuple[str, tuple[str, ...], tuple[str, ...] | None]] = [
     ("login 支付 / 下文 涉及", ("login", "支付"), ("下文", "涉及")),
 ]
 DEPTHS = (2, 4)
-#: Compression slices each model runs untimed before the timed ones: the first ~1,000 scans
-#: after an open ran ~20% slower at 100k nodes (block cache, page cache; PROFILE.md, "fourth
-#: pass"), and 3 timed slices fell in that stretch.
-COMPRESSION_WARMUP_SLICES = 5
 
 
 @dataclass(frozen=True)
@@ -608,22 +604,11 @@ class SizeRun:
                                                       "optimize_s": took}
 
     def compression(self, mem: MemoryManager) -> dict[str, Any]:
-        for _ in range(COMPRESSION_WARMUP_SLICES):
-            mem.run_compression_slice()
-        scanned = calls = 0
-        spent = 0.0
-        model_before = mem._compressor.stats.seconds  # time inside the model's calls
-        for _ in range(self.mode.slices):
-            start = time.perf_counter()
-            report = mem.run_compression_slice()
-            spent += time.perf_counter() - start
-            scanned += report["scanned"]
-            calls += report["model_calls"]
-        in_model = mem._compressor.stats.seconds - model_before
-        return {"scans_per_s": scanned / max(spent, 1e-9),
-                "scans_per_s_excl_model": scanned / max(spent - in_model, 1e-9),
-                "model_s": in_model, "scanned": scanned, "model_calls": calls,
-                "slices": self.mode.slices, "warmup_slices": COMPRESSION_WARMUP_SLICES}
+        time_compression(mem, WARMUP_SLICES)
+        t = time_compression(mem, self.mode.slices)[""]
+        return {"scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
+                "model_s": t.model_s, "scanned": t.scans, "model_calls": t.model_calls,
+                "slices": self.mode.slices, "warmup_slices": WARMUP_SLICES}
 
 
 def round_robin(
