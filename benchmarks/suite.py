@@ -88,7 +88,7 @@ class Mode:
 
 
 MODES = {
-    "quick": Mode((10_000,), repeat=20, budget_s=0.5, remembers=100, slices=3, opens=3,
+    "quick": Mode((10_000,), repeat=20, budget_s=0.5, remembers=100, slices=10, opens=3,
                   importance_sample=50),
     "full": Mode((100_000, 1_000_000), repeat=50, budget_s=3.0, remembers=500, slices=10,
                  opens=5, importance_sample=100),
@@ -607,7 +607,8 @@ class SizeRun:
         time_compression(mem, WARMUP_SLICES)
         t = time_compression(mem, self.mode.slices)[""]
         return {"scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
-                "model_s": t.model_s, "scanned": t.scans, "model_calls": t.model_calls,
+                "scans_per_cpu_s_excl_model": t.per_cpu_s_excl_model, "model_s": t.model_s,
+                "scanned": t.scans, "model_calls": t.model_calls,
                 "slices": self.mode.slices, "warmup_slices": WARMUP_SLICES}
 
 
@@ -930,6 +931,10 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
             row("compression scans/s, built-in model, model time excluded",
                 builtin["scans_per_s_excl_model"], "scans/s",
                 "FastModel, model time excluded", fast["scans_per_s_excl_model"])
+        if "scans_per_cpu_s_excl_model" in builtin:
+            row("compression scans per CPU second of its thread, built-in model, model time "
+                "excluded", builtin["scans_per_cpu_s_excl_model"], "scans/s",
+                "FastModel, the same", fast["scans_per_cpu_s_excl_model"])
     sq = m.get("disk_sqlite_peer", {}).get("per_node")
     for key, label in (("disk_after_bulk_load", "disk/node after bulk load"),
                        ("disk_after_writes", "disk/node after remembers"),

@@ -55,6 +55,9 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
         assert set(row["engines"]) == set(ran), (row["query"], row["depth"])
         assert all(e["identical"] for e in row["engines"].values())
     assert any(row["entries"] > 0 for row in size["recall"])
+    for key in ("compression_fast_model", "compression_builtin_model"):
+        timing = size["metrics"][key]
+        assert timing["scanned"] > 0 and timing["scans_per_cpu_s_excl_model"] > 0, timing
     # the generated store left nothing behind
     assert not any((tmp_path / "work").iterdir())
 
