@@ -59,9 +59,9 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 
 
 #: Compression slices run untimed after an open, before the timed ones: the first ~1,000
-#: scans after an open ran ~20% slower at 100k nodes (block cache, page cache;
+#: scans after an open (10 slices of 100) ran ~20% slower at 100k nodes (block cache, page cache;
 #: PROFILE.md, "fourth pass").
-WARMUP_SLICES = 5
+WARMUP_SLICES = 10
 
 
 @dataclass
