@@ -88,7 +88,7 @@ class Mode:
 
 
 MODES = {
-    "quick": Mode((10_000,), repeat=20, budget_s=0.5, remembers=100, slices=10, opens=3,
+    "quick": Mode((10_000,), repeat=20, budget_s=0.5, remembers=100, slices=6, opens=3,
                   importance_sample=50),
     "full": Mode((100_000, 1_000_000), repeat=50, budget_s=3.0, remembers=500, slices=10,
                  opens=5, importance_sample=100),
