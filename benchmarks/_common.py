@@ -89,10 +89,12 @@ class ScanTiming:
 
 def time_compression(
     mem: MemoryManager, slices: int, models: Sequence[tuple[str, SmallModel]] | None = None,
+    *, warmup: int = WARMUP_SLICES,
 ) -> dict[str, ScanTiming]:
     """``slices`` compression slices (``mem.run_compression_slice()``) for each (label, model)
     of ``models`` (default: the manager's own model, label ""), taking turns slice by slice
-    on the same store, so that each meets the same state and the same load.
+    on the same store, so that each meets the same state and the same load; ``warmup``
+    untimed slices for each go first, taking turns the same way.
 
     The CPU time counts only the scheduler thread (``time.thread_time``, read in that thread
     around each slice): steadier than wall-clock time on a shared, loaded machine, and blind
@@ -113,6 +115,10 @@ def time_compression(
 
     comp.run_slice = timed_slice  # type: ignore[method-assign]
     try:
+        for _ in range(warmup):
+            for _label, model in turns:
+                comp.model = model
+                mem.run_compression_slice()
         for _ in range(slices):
             for label, model in turns:
                 comp.model = model

@@ -38,7 +38,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import (  # noqa: E402
-    WARMUP_SLICES,
     FastModel,
     percentiles,
     time_compression,
@@ -100,12 +99,11 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
                 f50 = statistics.median(full)
                 print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")
                 print(f"  next batch (ORDER BY)   p50 {f50:8.2f} ms   ({f50 / i50:,.0f}× slower)")
-            # Untimed warm-up: the first thousand scans after an open ran ~20% slower (block
-            # cache, page cache); then the models take turns slice by slice. (Timed one after
-            # the other, the second model met a store changed by the first one's scans and
-            # its flushes' compactions: 1,638 against 2,040 scans/s; taking turns, 1-9%
-            # apart — benchmarks/PROFILE.md, "fourth pass".)
-            time_compression(mem, WARMUP_SLICES, models)
+            # After untimed warm-up slices (the first thousand scans after an open ran ~20%
+            # slower), the models take turns slice by slice. (Timed one after the other, the
+            # second model met a store changed by the first one's scans and its flushes'
+            # compactions: 1,638 against 2,040 scans/s; taking turns, 1-9% apart —
+            # benchmarks/PROFILE.md, "fourth pass".)
             where = "mirror on " if mirror else "mirror off"
             for label, t in time_compression(mem, slices, models).items():
                 print(f"  scans/s {label:<15} {where} {t.per_s:9,.0f} including the model, "

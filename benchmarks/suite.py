@@ -604,7 +604,6 @@ class SizeRun:
                                                       "optimize_s": took}
 
     def compression(self, mem: MemoryManager) -> dict[str, Any]:
-        time_compression(mem, WARMUP_SLICES)
         t = time_compression(mem, self.mode.slices)[""]
         return {"scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
                 "scans_per_cpu_s_excl_model": t.per_cpu_s_excl_model, "model_s": t.model_s,
