@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import logging
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -376,3 +377,63 @@ def test_a_store_dropped_without_close_gives_its_mirror_share_back() -> None:
     assert budget.reserved() == 10 * _store.MIRROR_BYTES_PER_NODE
     budget.release(kept)
     assert budget.reserved() == 0
+
+
+def _generated_dump(tmp_path: Path) -> tuple[ox.Store, bytes]:
+    from benchmarks._workload import generate
+
+    generate(tmp_path / "agent", 200, progress=False)
+    disk = ox.Store.read_only(str(tmp_path / "agent"))
+    return disk, disk.dump(format=ox.RdfFormat.N_QUADS)
+
+
+def test_the_dump_is_loaded_by_a_loader_thread_chunk_by_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small chunks: the dump goes through the loader thread in hundreds of pieces, cut at
+    # line ends, and the copy is exactly the disk store.
+    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
+    disk, dump = _generated_dump(tmp_path)
+    assert len(dump) > 100 * 2048
+    started = threading.Event()
+    mirror = ox.Store()
+    sink = _store._LoadSink(mirror, threading.Event(), started.set)
+    disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+    assert started.is_set()
+    sink.close()
+    assert sink.loaded == len(dump)
+    assert quads(mirror) == quads(disk)
+    assert not sink._loader.is_alive()
+
+
+def test_a_loader_that_fails_stops_the_dump_and_its_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
+    disk, _ = _generated_dump(tmp_path)
+    ox.Store(str(tmp_path / "other")).flush()
+    refusing = ox.Store.read_only(str(tmp_path / "other"))  # refuses every load
+    sink = _store._LoadSink(refusing, threading.Event(), lambda: None)
+    with pytest.raises(RuntimeError, match="read-write"):
+        try:
+            disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+        finally:
+            sink.close()
+    assert sink.loaded < len(disk.dump(format=ox.RdfFormat.N_QUADS))  # stopped early
+    assert not sink._loader.is_alive()
+
+
+def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
+    disk, dump = _generated_dump(tmp_path)
+    cancel = threading.Event()
+    sink = _store._LoadSink(ox.Store(), cancel, cancel.set)  # cancelled at the first write
+    with pytest.raises(_store._Cancelled):
+        try:
+            disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+        finally:
+            sink.close()
+    assert sink.loaded == 0
+    assert not sink._loader.is_alive()
