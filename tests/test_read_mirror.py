@@ -379,6 +379,12 @@ def test_a_store_dropped_without_close_gives_its_mirror_share_back() -> None:
     assert budget.reserved() == 0
 
 
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mirror's copy in 2 kB chunks: a 200-node dump goes through hundreds of them."""
+    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
+
+
 def _generated_dump(tmp_path: Path) -> tuple[ox.Store, bytes]:
     from benchmarks._workload import generate
 
@@ -387,53 +393,48 @@ def _generated_dump(tmp_path: Path) -> tuple[ox.Store, bytes]:
     return disk, disk.dump(format=ox.RdfFormat.N_QUADS)
 
 
-def test_the_dump_is_loaded_by_a_loader_thread_chunk_by_chunk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Small chunks: the dump goes through the loader thread in hundreds of pieces, cut at
-    # line ends, and the copy is exactly the disk store.
-    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
+def _copy(disk: ox.Store, sink: _store._LoadSink) -> None:
+    """As the mirror's build does it: the dump into the sink, then close() whatever happened."""
+    try:
+        disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+    finally:
+        sink.close()
+
+
+@pytest.mark.usefixtures("small_chunks")
+def test_the_dump_is_loaded_by_a_loader_thread_chunk_by_chunk(tmp_path: Path) -> None:
+    # The dump goes through the loader thread in pieces cut at line ends, and the copy is
+    # exactly the disk store.
     disk, dump = _generated_dump(tmp_path)
-    assert len(dump) > 100 * 2048
+    assert len(dump) > 100 * _store.MIRROR_CHUNK
     started = threading.Event()
     mirror = ox.Store()
     sink = _store._LoadSink(mirror, threading.Event(), started.set)
-    disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+    _copy(disk, sink)
     assert started.is_set()
-    sink.close()
     assert sink.loaded == len(dump)
     assert quads(mirror) == quads(disk)
     assert not sink._loader.is_alive()
 
 
-def test_a_loader_that_fails_stops_the_dump_and_its_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
-    disk, _ = _generated_dump(tmp_path)
+@pytest.mark.usefixtures("small_chunks")
+def test_a_loader_that_fails_stops_the_dump_and_its_thread(tmp_path: Path) -> None:
+    disk, dump = _generated_dump(tmp_path)
     ox.Store(str(tmp_path / "other")).flush()
     refusing = ox.Store.read_only(str(tmp_path / "other"))  # refuses every load
     sink = _store._LoadSink(refusing, threading.Event(), lambda: None)
     with pytest.raises(RuntimeError, match="read-write"):
-        try:
-            disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
-        finally:
-            sink.close()
-    assert sink.loaded < len(disk.dump(format=ox.RdfFormat.N_QUADS))  # stopped early
+        _copy(disk, sink)
+    assert sink.loaded < len(dump)  # stopped early
     assert not sink._loader.is_alive()
 
 
-def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
-    disk, dump = _generated_dump(tmp_path)
+@pytest.mark.usefixtures("small_chunks")
+def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(tmp_path: Path) -> None:
+    disk, _ = _generated_dump(tmp_path)
     cancel = threading.Event()
     sink = _store._LoadSink(ox.Store(), cancel, cancel.set)  # cancelled at the first write
     with pytest.raises(_store._Cancelled):
-        try:
-            disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
-        finally:
-            sink.close()
+        _copy(disk, sink)
     assert sink.loaded == 0
     assert not sink._loader.is_alive()
