@@ -772,8 +772,8 @@ class _LoadSink:
     (cut at a line end) is handed to a loader thread, which loads it into the mirror while
     the dump reads on (pyoxigraph releases the GIL in both; at 100k nodes the copy took 38
     against 59 s one after the other, benchmarks/PROFILE.md). ``started`` is called at the
-    first write: the dump has taken its snapshot by then. :meth:`close` must follow the dump,
-    whatever happened: it waits for the loader and raises the loader's error, if any."""
+    first write: the dump has taken its snapshot by then. :meth:`copy_from` runs the dump
+    and always ends with :meth:`close`, which waits for the loader and raises its error."""
 
     def __init__(self, target: ox.Store, cancel: threading.Event,
                  started: Callable[[], None]) -> None:
@@ -787,6 +787,15 @@ class _LoadSink:
         self._loader = threading.Thread(target=self._load, name="memory-rdf-mirror-load",
                                         daemon=True)
         self._loader.start()
+
+    def copy_from(self, source: ox.Store) -> None:
+        """Copy every quad of ``source`` into the target, through the loader thread; the
+        loader has ended when this returns or raises."""
+        try:
+            source.dump(self, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+            self._started()  # a store with nothing to dump never wrote: its snapshot is taken
+        finally:
+            self.close()
 
     def _load(self) -> None:
         # Runs until close()'s end mark; after a failure or a cancel it only drains the
@@ -1162,11 +1171,7 @@ class _Mirror:
                     mirror.add_graph(graph)
                 self._pending = []
                 sink = _LoadSink(mirror, self._cancel, snapshot_taken)
-                try:
-                    disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
-                    snapshot_taken()
-                finally:
-                    sink.close()
+                sink.copy_from(disk)
             finally:
                 if held:
                     lock.release()

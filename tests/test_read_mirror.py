@@ -393,14 +393,6 @@ def _generated_dump(tmp_path: Path) -> tuple[ox.Store, bytes]:
     return disk, disk.dump(format=ox.RdfFormat.N_QUADS)
 
 
-def _copy(disk: ox.Store, sink: _store._LoadSink) -> None:
-    """As the mirror's build does it: the dump into the sink, then close() whatever happened."""
-    try:
-        disk.dump(sink, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
-    finally:
-        sink.close()
-
-
 @pytest.mark.usefixtures("small_chunks")
 def test_the_dump_is_loaded_by_a_loader_thread_chunk_by_chunk(tmp_path: Path) -> None:
     # The dump goes through the loader thread in pieces cut at line ends, and the copy is
@@ -410,7 +402,7 @@ def test_the_dump_is_loaded_by_a_loader_thread_chunk_by_chunk(tmp_path: Path) ->
     started = threading.Event()
     mirror = ox.Store()
     sink = _store._LoadSink(mirror, threading.Event(), started.set)
-    _copy(disk, sink)
+    sink.copy_from(disk)
     assert started.is_set()
     assert sink.loaded == len(dump)
     assert quads(mirror) == quads(disk)
@@ -424,7 +416,7 @@ def test_a_loader_that_fails_stops_the_dump_and_its_thread(tmp_path: Path) -> No
     refusing = ox.Store.read_only(str(tmp_path / "other"))  # refuses every load
     sink = _store._LoadSink(refusing, threading.Event(), lambda: None)
     with pytest.raises(RuntimeError, match="read-write"):
-        _copy(disk, sink)
+        sink.copy_from(disk)
     assert sink.loaded < len(dump)  # stopped early
     assert not sink._loader.is_alive()
 
@@ -435,6 +427,6 @@ def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(tmp_path: Pa
     cancel = threading.Event()
     sink = _store._LoadSink(ox.Store(), cancel, cancel.set)  # cancelled at the first write
     with pytest.raises(_store._Cancelled):
-        _copy(disk, sink)
+        sink.copy_from(disk)
     assert sink.loaded == 0
     assert not sink._loader.is_alive()
