@@ -10,17 +10,18 @@ import gc
 import logging
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pyoxigraph as ox
 import pytest
 
-from memory_rdf import Config, ConfigError, MemoryManager, _store
+from memory_rdf import Config, ConfigError, MemoryManager, _manager, _store
 from memory_rdf import _vocab as V
 from memory_rdf._store import AgentStore, WriteBatch, mirror_fits
 
-from helpers import FAST, ScriptedModel, derived_index, index, quads, remember
+from helpers import FAST, ScriptedModel, derived_index, index, quads, remember, say
 
 MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=30)
 NO_MIRROR = FAST.replace(read_mirror=False, focus_limit=3, delete_threshold=30)
@@ -430,3 +431,106 @@ def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(tmp_path: Pa
         sink.copy_from(disk)
     assert sink.loaded == 0
     assert not sink._loader.is_alive()
+
+
+def _held_build(monkeypatch: pytest.MonkeyPatch, during: Any) -> threading.Event:
+    """Mirror builds call ``during()`` in the build thread once the copy is in, before its link
+    index is built (no lock held): the returned event is set once it has returned."""
+    real = _store.build_index
+    done = threading.Event()
+
+    def build_index(mirror: ox.Store) -> None:
+        if not done.is_set():
+            during()
+            done.set()
+        real(mirror)
+
+    monkeypatch.setattr(_store, "build_index", build_index)
+    return done
+
+
+def _commit_marker(store: AgentStore, i: int) -> None:
+    batch = WriteBatch()
+    batch.insert([f'<https://example.org/during{i}> <https://example.org/p> "{"x" * 200}" .'])
+    store.commit(batch)
+
+
+def test_updates_committed_during_a_build_are_caught_up_without_the_write_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 40 commits land while the copy is being made; the build applies them in rounds without
+    # the write lock (a writer commits while it does) and only the last few under it.
+    from benchmarks._workload import generate
+
+    monkeypatch.setattr(_store, "MIRROR_CATCH_UP_BYTES", 1000)
+    path = tmp_path / "agent"
+    generate(path, 300, progress=False)
+    store = AgentStore(path, mirror=True)
+    writer_blocked: list[bool] = []
+    real_apply = _store.apply_indexed
+
+    def commit_forty() -> None:  # another thread: the build thread holds no lock here
+        worker = threading.Thread(target=lambda: [_commit_marker(store, i) for i in range(40)])
+        worker.start()
+        worker.join(60)
+
+    def apply_indexed(mirror: ox.Store, text: str, changes: Any) -> None:
+        if not writer_blocked and threading.current_thread().name == "memory-rdf-mirror":
+            # the first update caught up: a writer still gets through meanwhile
+            writer = threading.Thread(target=_commit_marker, args=(store, 100))
+            writer.start()
+            writer.join(10)
+            writer_blocked.append(writer.is_alive())
+        real_apply(mirror, text, changes)
+
+    monkeypatch.setattr(_store, "apply_indexed", apply_indexed)
+    held = _held_build(monkeypatch, commit_forty)
+    try:
+        assert store.wait_mirror(120)
+        assert held.is_set()
+        assert writer_blocked == [False]
+        assert store._mirror is not None and store._mirror.store is not None
+        assert quads(store._mirror.store) == quads(store.store)
+        assert index(store._mirror.store) == derived_index(store.store)
+        assert store.ask('ASK { <https://example.org/during100> ?p ?o }')
+    finally:
+        store.close()
+
+
+def test_automatic_compression_waits_for_the_mirror_s_build(
+        data_dir: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # While the read mirror is being built, automatic slices wait (user calls and explicit
+    # slices do not); once it serves reads they run.
+    release = threading.Event()
+    config = MIRROR.replace(auto_compress=True)
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=model) as mem:
+        build(mem, model)
+        assert mem.wait_idle(30)
+    held = _held_build(monkeypatch, lambda: release.wait(60))
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=model) as mem:
+        store = mem._store
+        assert isinstance(store, AgentStore) and store.mirror_building
+        before = _scan_counts(mem)
+        mem.remember(say("a new memory about the release"))  # queues an automatic slice
+        assert "new memory" in mem.recall(["release"], depth=2)  # user calls go on
+        time.sleep(3 * _manager.MIRROR_WAIT)
+        assert not mem.wait_idle(0)  # the slice is waiting
+        waiting = _scan_counts(mem)
+        new = {n: c for n, c in waiting.items() if n not in before}
+        assert len(new) == 1 and list(new.values()) == [0]
+        assert {n: c for n, c in waiting.items() if n in before} == before  # nothing scanned
+        report = mem.run_compression_slice(timeout=30)  # asked for: runs at once
+        assert report["scanned"] > 0
+        explicit = _scan_counts(mem)
+        assert explicit != waiting
+        release.set()
+        assert held.wait(30)
+        assert mem.wait_idle(30)
+        assert not store.mirror_building
+        assert _scan_counts(mem) != explicit  # the automatic slice ran
+        assert_in_step(mem)
+
+
+def _scan_counts(mem: MemoryManager) -> dict[str, int]:
+    rows = mem.sparql("SELECT ?n ?s WHERE { ?n memory:scanCount ?s }")
+    assert isinstance(rows, list)
+    return {r["n"]: r["s"] for r in rows}  # type: ignore[call-overload,index]
