@@ -919,7 +919,9 @@ class MemoryManager:
     def stats(self) -> dict[str, Any]:
         """Counts of this agent: ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids,
         newest first), ``pending_tasks``, ``failed_tasks``, the ``model_*`` call counters of
-        this process, ``store_path`` and ``recall_queue_wait_ms``, among others.
+        this process, ``store_path``, ``recall_queue_wait_ms``, ``read_mirror`` (the read
+        mirror's state: "on", "loading", "off", "too large" or "failed") and
+        ``read_mirror_renewals``, among others.
 
         Raises:
             MemoryClosedError: the manager is closed, or not initialized yet.
@@ -948,6 +950,8 @@ class MemoryManager:
             "store_read_only": store.read_only,
             "recall_queue_wait_ms": _wait_summary(
                 self._system._scheduler.recall_waits(self.agent_id)),
+            "read_mirror": store.mirror_state,
+            "read_mirror_renewals": store.mirror_renewals,
         }
 
     def pending_remembers(self) -> int:

@@ -1301,6 +1301,15 @@ class MemoryStore(ABC):
         it serves reads they go to disk, and automatic compression waits for it."""
         return False
 
+    @property
+    def mirror_state(self) -> str:
+        """The read mirror: "on", "loading", "off", "too large" (the automatic choice said
+        no) or "failed" (reads go to disk). An endpoint store has none."""
+        return "off"
+
+    #: Times the read mirror was built again to shed the triples deleted from it.
+    mirror_renewals = 0
+
     def mirror_rows(self, query: str) -> list[Sequence[Any]] | None:
         """Rows of a query over the read mirror's link index (``mirror_*.rq``), or None when no
         read mirror serves reads (ask the SPEC §2 layout instead). Each row holds pyoxigraph

@@ -411,6 +411,7 @@ def test_stats_and_json_of_an_endpoint_agent(server: Server) -> None:
         remember(mem, "one | two")
         stats = mem.stats()
         assert stats["nodes"] == 2 and stats["links"] == 2
+        assert stats["read_mirror"] == "off" and stats["read_mirror_renewals"] == 0
         json.dumps(stats, default=str)
 
 

@@ -81,7 +81,7 @@ class Agent:
 
     def close(self) -> None:
         if self.mem is not None:
-            self.renewals += self.store.mirror_renewals
+            self.renewals += self.mem.stats()["read_mirror_renewals"]
             self.mem.close()
 
     def open(self) -> MemoryManager:

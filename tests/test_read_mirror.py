@@ -128,10 +128,12 @@ def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
         assert isinstance(store, AgentStore)
         assert not store.wait_mirror(60)
         assert store.mirror_state == "too large"
+        assert mem.stats()["read_mirror"] == "too large"
         assert "JWT" in mem.recall(["JWT"], depth=2)
     # False: never; True: whatever the memory
     with MemoryManager("auto", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
         assert mem._store.mirror_state == "off"  # type: ignore[union-attr]
+        assert mem.stats()["read_mirror"] == "off"
     with MemoryManager("auto", data_dir=data_dir, config=MIRROR, model=model) as mem:
         assert_in_step(mem)
 
@@ -509,6 +511,7 @@ def test_automatic_compression_waits_for_the_mirror_s_build(
     with MemoryManager("agent", data_dir=data_dir, config=config, model=model) as mem:
         store = mem._store
         assert isinstance(store, AgentStore) and store.mirror_building
+        assert mem.stats()["read_mirror"] == "loading"
         before = _scan_counts(mem)
         mem.remember(say("a new memory about the release"))  # queues an automatic slice
         assert "new memory" in mem.recall(["release"], depth=2)  # user calls go on
@@ -528,6 +531,7 @@ def test_automatic_compression_waits_for_the_mirror_s_build(
         assert not store.mirror_building
         assert _scan_counts(mem) != explicit  # the automatic slice ran
         assert_in_step(mem)
+        assert mem.stats()["read_mirror"] == "on"
 
 
 def _scan_counts(mem: MemoryManager) -> dict[str, int]:
