@@ -879,7 +879,9 @@ class MemoryManager:
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """True once no task of this agent (compression included) is queued or running;
-        False if ``timeout`` s passed first.
+        False if ``timeout`` s passed first. An automatic compression slice waits while the
+        read mirror is being built, so right after a large store opens this can take as long
+        as the build.
 
         Raises:
             MemoryClosedError: the manager is closed, or not initialized yet.
