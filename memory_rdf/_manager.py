@@ -62,9 +62,11 @@ RECALL_CHARS_MAX = 20_000
 T = TypeVar("T")
 #: A node id as forget() takes it: the hex id, or its ``node:`` IRI.
 _NODE_ID = re.compile(r"^[0-9A-Za-z_-]{1,128}$")
-#: Seconds an automatic compression slice waits before it looks again whether the read
-#: mirror's build has ended.
+#: Seconds an automatic compression slice first waits before it looks again whether the read
+#: mirror's build has ended; each wait doubles, up to MIRROR_WAIT_MAX (a process of many agents
+#: opening at once would otherwise step each waiting slice ten times a second).
 MIRROR_WAIT = 0.1
+MIRROR_WAIT_MAX = 1.0
 
 
 def _node_ids(ids: object) -> list[str]:
@@ -852,9 +854,10 @@ class MemoryManager:
         the build has the CPUs and few updates to replay. (A renewal at 100k nodes beside
         continuous compression took ~150 s, with reads on disk and the scans at half speed,
         instead of ~50 s; benchmarks/PROFILE.md, seventh pass.)"""
-        store = self._store
+        store, wait = self._store, MIRROR_WAIT
         while store is not None and store.mirror_building:
-            yield Backoff(MIRROR_WAIT)
+            yield Backoff(wait)
+            wait = min(2 * wait, MIRROR_WAIT_MAX)
         return (yield from self._compressor.run_slice())
 
     def run_compression_slice(self, timeout: float | None = None) -> dict[str, Any]:
