@@ -1161,10 +1161,16 @@ class _Mirror:
                 if sum(len(text) for text, _ in queued) <= MIRROR_CATCH_UP_BYTES:
                     return
                 self._pending = []
-            for text, changes in queued:
-                if self._cancel.is_set():
-                    raise _Cancelled
-                apply_indexed(mirror, text, changes)
+            self._replay(mirror, queued)
+
+    def _replay(self, mirror: ox.Store,
+                queued: Sequence[tuple[str, IndexChanges | None]]) -> None:
+        """Apply updates queued during the build to the new copy, in commit order, stopping
+        between two if the build was cancelled."""
+        for text, changes in queued:
+            if self._cancel.is_set():
+                raise _Cancelled
+            apply_indexed(mirror, text, changes)
 
     def _build(self) -> None:
         owner = self.owner
@@ -1208,10 +1214,7 @@ class _Mirror:
             build_index(mirror)
             self._catch_up(mirror)
             with owner._write_lock:
-                if self._cancel.is_set():
-                    raise _Cancelled
-                for text, changes in self._pending:
-                    apply_indexed(mirror, text, changes)
+                self._replay(mirror, self._pending)
                 self._pending = None
                 self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
                 self.store = mirror
@@ -1299,7 +1302,7 @@ class MemoryStore(ABC):
     def mirror_building(self) -> bool:
         """Whether a read mirror is being built (at open, after a purge, at a renewal): until
         it serves reads they go to disk, and automatic compression waits for it."""
-        return False
+        return self.mirror_state == "loading"
 
     @property
     def mirror_state(self) -> str:
@@ -1435,15 +1438,8 @@ class AgentStore(MemoryStore):
 
     @property
     def mirror_state(self) -> str:
-        """The read mirror: "on", "loading", "off", "too large" (the automatic choice said
-        no) or "failed" (reads go to disk)."""
         mirror = self._mirror
         return "off" if mirror is None else mirror.state
-
-    @property
-    def mirror_building(self) -> bool:
-        mirror = self._mirror
-        return mirror is not None and mirror.state == "loading"
 
     def wait_mirror(self, timeout: float | None = None) -> bool:
         """Wait until the read mirror is built (or given up); True when it serves reads."""
