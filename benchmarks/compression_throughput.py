@@ -7,17 +7,20 @@ importance 1), then
   ``ORDER BY`` query over every node (the baseline, measured in the same run);
 * scans/s with the built-in HeuristicModel, including and excluding the time spent inside the
   model's calls (``Compressor.stats.seconds``), and the same with ``FastModel`` (whose
-  ``process`` is a slice of the text: the store's cost alone); the two models take turns
-  slice by slice on one store, after a few untimed warm-up slices.
+  ``process`` is a slice of the text: the store's cost alone), after untimed warm-up slices.
 
-The workload's links are aged (``--decay`` scans of decay) so that part of the scanned nodes
-fall below importance 1 and are compressed by a model call, as in a living agent.
+The workload's links are aged (``--decay`` scans of decay) so that the first nodes in scan
+order fall below importance 1 and each scan of them compresses its node by a model call: the
+worst case, and the one the figure is for. They last ~1,700 scans at 10k nodes, so the default
+there is 6 timed slices of 100 after 10 untimed ones (30 from ~50k nodes), and each model
+scans its own fresh copy of the generated store (as the suite does): both meet the same nodes
+in the same state, and each line prints how many of its scans called the model.
 
 Scans are timed with the read mirror off and on (``--read-mirror both``, the default; the
-mirror is waited for before timing), each on a fresh copy of the generated store: reads are
-cheaper from memory, but every write is applied to both stores.
+mirror is waited for before timing): reads are cheaper from memory, but every write is applied
+to both stores.
 
-    python benchmarks/compression_throughput.py [--sizes 10000,100000] [--slices 20] [--decay 120]
+    python benchmarks/compression_throughput.py [--sizes 10000,100000] [--slices N] [--decay 120]
                                                 [--read-mirror both|on|off] [--store DIR]
 
 ``--store DIR`` keeps the generated, optimized store of each size in ``DIR`` and later runs
@@ -39,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import (  # noqa: E402
     FastModel,
+    aged_slices,
     percentiles,
     time_compression,
     timed,
@@ -64,7 +68,7 @@ def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:
         print(f"  optimize(): {time.perf_counter() - start:.1f} s; {links:.1f} links per node")
 
 
-def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
+def run(size: int, slices: int | None, tmp: Path, focus_limit: int, decay: float,
         mirrors: tuple[bool, ...], keep: Path | None) -> None:
     generated = (keep if keep is not None else tmp) / f"agent{size}-f{focus_limit}-d{decay:g}"
     if not generated.exists():
@@ -72,50 +76,59 @@ def run(size: int, slices: int, tmp: Path, focus_limit: int, decay: float,
     path = tmp / f"agent{size}"
     models: list[tuple[str, SmallModel]] = [("FastModel", FastModel()),
                                              ("built-in model", HeuristicModel())]
-    for n, mirror in enumerate(mirrors):
-        # Every setting starts from the same state: a fresh copy of the generated store.
-        shutil.rmtree(path, ignore_errors=True)
-        start = time.perf_counter()
-        shutil.copytree(generated, path)
-        print(f"\n{size:,} nodes: copied from {generated} in {time.perf_counter() - start:.1f} s")
-        config = Config(auto_compress=False, compression_batch_size=100, read_mirror=mirror)
-        with MemoryManager(path.name, data_dir=tmp, config=config, model=models[0][1]) as mem:
-            assert isinstance(mem._store, AgentStore)
-            if mirror:
-                start = time.perf_counter()
-                mem._store.wait_mirror()
-                print(f"  read mirror {mem._store.mirror_state} after "
-                      f"{time.perf_counter() - start:.1f} s")
-            if n == 0:
-                comp = mem._compressor
-                store = mem._store
-                assert store is not None
-                sorted_q = render("scan_order_sorted") + "\nLIMIT 100"
-                expected = [r[0].rsplit("/", 1)[1] for r in store.rows(sorted_q)]
-                assert comp.next_batch(100) == expected
-                idx = timed(lambda c=comp: c.next_batch(100), 50)
-                full = timed(lambda s=store, q=sorted_q: s.rows(q), 5)
-                i50, i95 = percentiles(idx)
-                f50 = statistics.median(full)
-                print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")
-                print(f"  next batch (ORDER BY)   p50 {f50:8.2f} ms   ({f50 / i50:,.0f}× slower)")
-            # After untimed warm-up slices (the first thousand scans after an open ran ~20%
-            # slower), the models take turns slice by slice. (Timed one after the other, the
-            # second model met a store changed by the first one's scans and its flushes'
-            # compactions: 1,638 against 2,040 scans/s; taking turns, 1-9% apart —
-            # benchmarks/PROFILE.md, "fourth pass".)
-            where = "mirror on " if mirror else "mirror off"
-            for label, t in time_compression(mem, slices, models).items():
+    first = True
+    for mirror in mirrors:
+        for label, model in models:
+            # Every (setting, model) starts from the same state: a fresh copy of the generated
+            # store. (Taking turns slice by slice on one store, the models soon scanned past
+            # the aged nodes at 10k: only part of the timed scans compressed.)
+            shutil.rmtree(path, ignore_errors=True)
+            start = time.perf_counter()
+            shutil.copytree(generated, path)
+            print(f"\n{size:,} nodes: copied from {generated} in "
+                  f"{time.perf_counter() - start:.1f} s")
+            config = Config(auto_compress=False, compression_batch_size=100, read_mirror=mirror)
+            with MemoryManager(path.name, data_dir=tmp, config=config, model=model) as mem:
+                assert isinstance(mem._store, AgentStore)
+                if mirror:
+                    start = time.perf_counter()
+                    mem._store.wait_mirror()
+                    print(f"  read mirror {mem._store.mirror_state} after "
+                          f"{time.perf_counter() - start:.1f} s")
+                if first:
+                    first = False
+                    next_batch(mem)
+                where = "mirror on " if mirror else "mirror off"
+                t = time_compression(mem, slices or aged_slices(size), [(label, model)])[label]
                 print(f"  scans/s {label:<15} {where} {t.per_s:9,.0f} including the model, "
                       f"{t.per_s_excl_model:9,.0f} excluding it, {t.per_cpu_s_excl_model:9,.0f} "
                       f"per CPU second of the compression thread   ({t.scans} scans, "
                       f"{t.model_calls} model calls)")
 
 
+def next_batch(mem: MemoryManager) -> None:
+    """``next_batch(100)`` through the scanOrder index against the ``ORDER BY`` baseline."""
+    comp = mem._compressor
+    store = mem._store
+    assert store is not None
+    sorted_q = render("scan_order_sorted") + "\nLIMIT 100"
+    expected = [r[0].rsplit("/", 1)[1] for r in store.rows(sorted_q)]
+    assert comp.next_batch(100) == expected
+    idx = timed(lambda: comp.next_batch(100), 50)
+    full = timed(lambda: store.rows(sorted_q), 5)
+    i50, i95 = percentiles(idx)
+    f50 = statistics.median(full)
+    print(f"  next batch (index)      p50 {i50:8.2f} ms   p95 {i95:8.2f} ms")
+    print(f"  next batch (ORDER BY)   p50 {f50:8.2f} ms   ({f50 / i50:,.0f}× slower)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--slices", type=int, default=20)
+    parser.add_argument("--slices", type=int, default=None,
+                        help="timed slices of 100 scans per model, after 10 untimed "
+                             "(default: as many as stay among the aged nodes, 6 at 10k, "
+                             "at most 30)")
     parser.add_argument("--decay", type=float, default=120,
                         help="link ageing of the workload: the oldest links × 0.97^this")
     parser.add_argument("--read-mirror", choices=("both", "on", "off"), default="both",

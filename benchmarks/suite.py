@@ -52,7 +52,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import WARMUP_SLICES, FastModel, percentiles, sentence, time_compression
+from benchmarks._common import (
+    WARMUP_SLICES,
+    FastModel,
+    aged_slices,
+    percentiles,
+    sentence,
+    time_compression,
+)
 from benchmarks._workload import check_against_remember, generate
 from benchmarks.peers import Peer, Query, Snapshot, Timer, all_peers
 from memory_rdf import Config, HeuristicModel, MemoryManager, Processed, SmallModel, Templates
@@ -82,15 +89,15 @@ class Mode:
     repeat: int
     budget_s: float
     remembers: int
-    slices: int
+    slices: int | None  # None: benchmarks._common.aged_slices(size)
     opens: int
     importance_sample: int
 
 
 MODES = {
-    "quick": Mode((10_000,), repeat=20, budget_s=0.5, remembers=100, slices=6, opens=3,
+    "quick": Mode((10_000,), repeat=20, budget_s=0.5, remembers=100, slices=None, opens=3,
                   importance_sample=50),
-    "full": Mode((100_000, 1_000_000), repeat=50, budget_s=3.0, remembers=500, slices=10,
+    "full": Mode((100_000, 1_000_000), repeat=50, budget_s=3.0, remembers=500, slices=None,
                  opens=5, importance_sample=100),
 }
 
@@ -188,7 +195,21 @@ def environment() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "node": node_version,
         "memory_rdf": _version("memory-rdf"),
+        "malloc": allocator(),
     }
+
+
+def allocator() -> str:
+    """The C allocator this process runs on, as far as its environment says: compression's
+    scans/s move with it (README, "Performance"; benchmarks/PROFILE.md, "eighth pass")."""
+    preload = os.environ.get("LD_PRELOAD", "")
+    for name in ("jemalloc", "mimalloc", "tcmalloc"):
+        if name in preload:
+            return name
+    libc, version = platform.libc_ver()
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    base = f"{libc} {version}".strip() or "system"
+    return f"{base} ({tunables})" if tunables else base
 
 
 # ---------------------------------------------------------------------------------------------
@@ -604,11 +625,12 @@ class SizeRun:
                                                       "optimize_s": took}
 
     def compression(self, mem: MemoryManager) -> dict[str, Any]:
-        t = time_compression(mem, self.mode.slices)[""]
+        slices = self.mode.slices or aged_slices(self.size)
+        t = time_compression(mem, slices)[""]
         return {"scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
                 "scans_per_cpu_s_excl_model": t.per_cpu_s_excl_model, "model_s": t.model_s,
                 "scanned": t.scans, "model_calls": t.model_calls,
-                "slices": self.mode.slices, "warmup_slices": WARMUP_SLICES}
+                "slices": slices, "warmup_slices": WARMUP_SLICES}
 
 
 def round_robin(
@@ -776,7 +798,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"`{result['command']}` · Python {env['python']} · pyoxigraph {env['pyoxigraph']} · "
         f"rdflib {env['rdflib']} · networkx {env['networkx']} · SQLite {env['sqlite']} · "
-        f"node {env['node']} · {env['cpus']} CPUs · {env['platform']}",
+        f"node {env['node']} · {env['cpus']} CPUs · {env['platform']} · "
+        f"malloc {env.get('malloc', '?')}",
         "",
         "Shared, noisy machine: read the ratios (measured in the same run, engines taking "
         "turns on every query), not the absolute milliseconds.",
@@ -1040,7 +1063,9 @@ def parse_args(argv: list[str] | None, prog: str = "python -m benchmarks") -> ar
     parser.add_argument("--repeat", type=int, help="most timed runs per recall and engine")
     parser.add_argument("--budget", type=float, help="seconds per recall and engine")
     parser.add_argument("--remembers", type=int, help="remembers timed per size")
-    parser.add_argument("--slices", type=int, help="compression slices timed per model")
+    parser.add_argument("--slices", type=int,
+                        help="compression slices timed per model (default: as many as stay "
+                             "among the workload's aged nodes, 6 at 10k, at most 30)")
     parser.add_argument("--skip", default="",
                         help="comma-separated engines to leave out (e.g. levelgraph,rdflib)")
     parser.add_argument("--peer-max", action="append", default=[], metavar="PEER=NODES",
