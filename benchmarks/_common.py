@@ -66,9 +66,11 @@ WARMUP_SLICES = 10
 
 def aged_slices(nodes: int, most: int = 30) -> int:
     """Timed compression slices of 100 scans that stay, after the warm-up, among the generated
-    workload's aged nodes (its oldest fifth, below importance 1: each of their scans compresses
-    the node, the worst case the figure is for): 6 at 10k nodes (the aged ones last ~1,700
-    scans there), ``most`` from ~50k."""
+    workload's aged nodes (its oldest fifth at the default ``--decay`` 120, below importance 1:
+    each of their scans compresses the node, the worst case the figure is for): 6 at 10k nodes
+    (the aged ones last ~1,700 scans there), ``most`` from ~50k. Below ~7k nodes the warm-up
+    alone runs past them: the one slice timed there compresses nothing (the scripts print the
+    model calls beside every figure)."""
     return max(1, min(most, (nodes // 5 - 400) // 100 - WARMUP_SLICES))
 
 

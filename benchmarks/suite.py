@@ -201,7 +201,7 @@ def environment() -> dict[str, Any]:
 
 def allocator() -> str:
     """The C allocator this process runs on, as far as its environment says: compression's
-    scans/s move with it (README, "Performance"; benchmarks/PROFILE.md, "eighth pass")."""
+    scans/s move with it (benchmarks/PROFILE.md, "eighth pass")."""
     preload = os.environ.get("LD_PRELOAD", "")
     for name in ("jemalloc", "mimalloc", "tcmalloc"):
         if name in preload:
@@ -799,7 +799,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"`{result['command']}` · Python {env['python']} · pyoxigraph {env['pyoxigraph']} · "
         f"rdflib {env['rdflib']} · networkx {env['networkx']} · SQLite {env['sqlite']} · "
         f"node {env['node']} · {env['cpus']} CPUs · {env['platform']} · "
-        f"malloc {env.get('malloc', '?')}",
+        f"malloc {env['malloc']}",
         "",
         "Shared, noisy machine: read the ratios (measured in the same run, engines taking "
         "turns on every query), not the absolute milliseconds.",

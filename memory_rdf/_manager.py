@@ -843,10 +843,6 @@ class MemoryManager:
 
     # -- compression ---------------------------------------------------------------------------
 
-    def _make_slice(self) -> Generator[Backoff, None, dict[str, Any]]:
-        """One compression slice (what :meth:`run_compression_slice` asks for)."""
-        return (yield from self._compressor.run_slice())
-
     def _make_auto_slice(self) -> Generator[Backoff, None, dict[str, Any]]:
         """An automatic compression slice (the scheduler's callback). While the store's read
         mirror is being built it waits first, as a backoff does: other agents' work and this
@@ -873,7 +869,8 @@ class MemoryManager:
         future: Future[dict[str, Any]] = Future()
         self._system._scheduler.submit(
             self.agent_id,
-            Task(TaskKind.SLICE, self._make_slice, future=future, counted=False),
+            # Asked for, it runs at once: only automatic slices wait for a mirror's build.
+            Task(TaskKind.SLICE, self._compressor.run_slice, future=future, counted=False),
             None,
         )
         return future.result(timeout)

@@ -8,6 +8,7 @@ could run here) answered every query with exactly the same text.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,27 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
         assert timing["scanned"] > 0 and timing["scans_per_cpu_s_excl_model"] > 0, timing
     # the generated store left nothing behind
     assert not any((tmp_path / "work").iterdir())
+
+
+@pytest.mark.slow
+def test_compression_throughput_times_only_scans_that_compress(tmp_path: Path) -> None:
+    """The script's figure is the worst case, every timed scan compressing its node: at 10k
+    nodes its default slices stay among the workload's aged nodes, and each model scans its
+    own fresh copy of the store (taking turns on one store, the second model's timed scans
+    went past the aged nodes)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "compression_throughput.py"),
+         "--sizes", "10000", "--read-mirror", "on"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if "scans/s" in line]
+    assert [line.split()[1] for line in lines] == ["FastModel", "built-in"], lines
+    for line in lines:
+        found = re.search(r"\((\d+) scans, (\d+) model calls\)", line)
+        assert found is not None, line
+        assert found[1] == found[2] == "600", line
+    assert "next batch (index)" in done.stdout
 
 
 def test_bench_outside_a_checkout_says_where_the_benchmarks_are(tmp_path: Path) -> None:
