@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -82,6 +83,9 @@ class ScanTiming:
     model_calls: int = 0
     wall_s: float = 0.0
     cpu_s: float = 0.0  # the compression thread's own CPU time
+    #: the whole process's CPU time: the compression thread and RocksDB's own threads (its
+    #: memtable flushes and the compactions the scans' writes set off), every CPU summed
+    process_cpu_s: float = 0.0
     model_s: float = 0.0  # inside the model's calls (``Compressor.stats.seconds``)
 
     @property
@@ -96,6 +100,34 @@ class ScanTiming:
     def per_cpu_s_excl_model(self) -> float:
         return self.scans / max(self.cpu_s - self.model_s, 1e-9)
 
+    @property
+    def process_cpu_us_per_scan(self) -> float:
+        """CPU time of the whole process per scan, model time excluded (the built-in model
+        and FastModel compute on the compression thread: their time is CPU time)."""
+        return (self.process_cpu_s - self.model_s) * 1e6 / max(self.scans, 1)
+
+    @property
+    def others_cpu_us_per_scan(self) -> float:
+        """CPU time of the process's other threads per scan: RocksDB's memtable flushes and
+        the compactions the scans' writes set off."""
+        return (self.process_cpu_s - self.cpu_s) * 1e6 / max(self.scans, 1)
+
+    @property
+    def ceiling_per_s(self) -> float:
+        """The most scans/s this machine's CPUs allow at that cost, with a model that takes
+        no time: every CPU the process may run on, busy with nothing else. (The measured
+        rate excluding the model can pass it: RocksDB's threads also run while the model
+        computes.)"""
+        return cpus() * 1e6 / max(self.process_cpu_us_per_scan, 1e-9)
+
+
+def cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
 
 def time_compression(
     mem: MemoryManager, slices: int, models: Sequence[tuple[str, SmallModel]] | None = None,
@@ -106,9 +138,10 @@ def time_compression(
     on the same store, so that each meets the same state and the same load; ``warmup``
     untimed slices for each go first, taking turns the same way.
 
-    The CPU time counts only the scheduler thread (``time.thread_time``, read in that thread
-    around each slice): steadier than wall-clock time on a shared, loaded machine, and blind
-    to background threads (RocksDB's own, a background flush)."""
+    The thread's CPU time counts only the scheduler thread (``time.thread_time``, read in that
+    thread around each slice): steadier than wall-clock time on a shared, loaded machine, and
+    blind to background threads (RocksDB's own, a background flush). The process's CPU time
+    (``time.process_time``) counts those too: what the scans cost the machine in all."""
     comp = mem._compressor
     turns = list(models) if models is not None else [("", comp.model)]
     timings = {label: ScanTiming() for label, _ in turns}
@@ -134,9 +167,11 @@ def time_compression(
                 comp.model = model
                 timing = timings[label]
                 model_before, cpu_before = comp.stats.seconds, cpu
+                process_before = time.process_time()
                 start = time.perf_counter()
                 report = mem.run_compression_slice()
                 timing.wall_s += time.perf_counter() - start
+                timing.process_cpu_s += time.process_time() - process_before
                 timing.cpu_s += cpu - cpu_before
                 timing.model_s += comp.stats.seconds - model_before
                 timing.scans += report["scanned"]

@@ -7,7 +7,10 @@ importance 1), then
   ``ORDER BY`` query over every node (the baseline, measured in the same run);
 * scans/s with the built-in HeuristicModel, including and excluding the time spent inside the
   model's calls (``Compressor.stats.seconds``), and the same with ``FastModel`` (whose
-  ``process`` is a slice of the text: the store's cost alone), after untimed warm-up slices.
+  ``process`` is a slice of the text: the store's cost alone), after untimed warm-up slices;
+* beside each: the CPU the scans cost the whole process (the compression thread and RocksDB's
+  own threads), and the most scans/s this machine's CPUs allow at that cost — a shared host's
+  speed moves the figure by up to 1.8× from one hour to the next (benchmarks/PROFILE.md).
 
 The workload's links are aged (``--decay`` scans of decay) so that the first nodes in scan
 order fall below importance 1 and each scan of them compresses its node by a model call: the
@@ -43,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._common import (  # noqa: E402
     FastModel,
     aged_slices,
+    cpus,
     percentiles,
     time_compression,
     timed,
@@ -104,6 +108,11 @@ def run(size: int, slices: int | None, tmp: Path, focus_limit: int, decay: float
                       f"{t.per_s_excl_model:9,.0f} excluding it, {t.per_cpu_s_excl_model:9,.0f} "
                       f"per CPU second of the compression thread   ({t.scans} scans, "
                       f"{t.model_calls} model calls)")
+                print(f"  {'':<31} process CPU {t.process_cpu_us_per_scan:,.0f} µs a scan, model "
+                      f"excluded ({1e6 / t.per_cpu_s_excl_model:,.0f} the compression thread, "
+                      f"{t.others_cpu_us_per_scan:,.0f} RocksDB's threads): with a model that "
+                      f"takes no time, at most {t.ceiling_per_s:,.0f} scans/s on this "
+                      f"machine's {cpus()} CPUs")
 
 
 def next_batch(mem: MemoryManager) -> None:

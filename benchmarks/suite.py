@@ -56,6 +56,7 @@ from benchmarks._common import (
     WARMUP_SLICES,
     FastModel,
     aged_slices,
+    cpus,
     percentiles,
     sentence,
     time_compression,
@@ -629,6 +630,9 @@ class SizeRun:
         t = time_compression(mem, slices)[""]
         return {"scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
                 "scans_per_cpu_s_excl_model": t.per_cpu_s_excl_model, "model_s": t.model_s,
+                "process_cpu_us_per_scan": t.process_cpu_us_per_scan,
+                "others_cpu_us_per_scan": t.others_cpu_us_per_scan,
+                "ceiling_per_s": t.ceiling_per_s, "cpus": cpus(),
                 "scanned": t.scans, "model_calls": t.model_calls,
                 "slices": slices, "warmup_slices": WARMUP_SLICES}
 
@@ -957,6 +961,15 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
             row("compression scans per CPU second of its thread, built-in model, model time "
                 "excluded", builtin["scans_per_cpu_s_excl_model"], "scans/s",
                 "FastModel, the same", fast["scans_per_cpu_s_excl_model"])
+        if "process_cpu_us_per_scan" in builtin:
+            row("compression: CPU of the whole process per scan, built-in model, model time "
+                f"excluded (RocksDB's threads: {builtin['others_cpu_us_per_scan']:.4g} µs)",
+                builtin["process_cpu_us_per_scan"], "µs",
+                f"FastModel, the same (RocksDB's threads: "
+                f"{fast['others_cpu_us_per_scan']:.4g} µs)", fast["process_cpu_us_per_scan"])
+            row(f"compression: most scans/s {builtin['cpus']} CPUs allow at that cost (a model "
+                "that takes no time), built-in model", builtin["ceiling_per_s"], "scans/s",
+                "FastModel, the same", fast["ceiling_per_s"])
     sq = m.get("disk_sqlite_peer", {}).get("per_node")
     for key, label in (("disk_after_bulk_load", "disk/node after bulk load"),
                        ("disk_after_writes", "disk/node after remembers"),

@@ -59,6 +59,13 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
     for key in ("compression_fast_model", "compression_builtin_model"):
         timing = size["metrics"][key]
         assert timing["scanned"] > 0 and timing["scans_per_cpu_s_excl_model"] > 0, timing
+        # the whole process's CPU (RocksDB's threads too) is at least the scanning thread's
+        thread_us = 1e6 / timing["scans_per_cpu_s_excl_model"]
+        assert timing["process_cpu_us_per_scan"] == pytest.approx(
+            thread_us + timing["others_cpu_us_per_scan"]), timing
+        assert timing["ceiling_per_s"] == pytest.approx(
+            timing["cpus"] * 1e6 / timing["process_cpu_us_per_scan"]), timing
+    assert "most scans/s" in json_path.with_suffix(".md").read_text(encoding="utf-8")
     # the generated store left nothing behind
     assert not any((tmp_path / "work").iterdir())
 
@@ -75,12 +82,20 @@ def test_compression_throughput_times_only_scans_that_compress(tmp_path: Path) -
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = [line for line in done.stdout.splitlines() if "scans/s" in line]
+    lines = [line for line in done.stdout.splitlines() if line.lstrip().startswith("scans/s")]
     assert [line.split()[1] for line in lines] == ["FastModel", "built-in"], lines
     for line in lines:
         found = re.search(r"\((\d+) scans, (\d+) model calls\)", line)
         assert found is not None, line
         assert found[1] == found[2] == "600", line
+    ceilings = re.findall(r"process CPU ([\d,]+) µs a scan, model excluded \(([\d,]+) the "
+                          r"compression thread, ([\d,]+) RocksDB's threads\): .* at most "
+                          r"([\d,]+) scans/s on this machine's (\d+) CPUs", done.stdout)
+    assert len(ceilings) == 2, done.stdout
+    for cpu_us, thread_us, others_us, most, n in (
+            [int(x.replace(",", "")) for x in found] for found in ceilings):
+        assert abs(cpu_us - thread_us - others_us) <= 2  # rounded parts of one whole
+        assert most == pytest.approx(n * 1e6 / cpu_us, rel=0.01)
     assert "next batch (index)" in done.stdout
 
 
