@@ -215,10 +215,6 @@ class _Chunk:
             lref = self.ref(key)
             deletes.append(triple(lref, V.STRENGTH, lit(old)))
             inserts.append(triple(lref, V.STRENGTH, lit(self.links[key])))
-        # the strengths and texts hold no predicate the read mirror's link index follows
-        batch.delete(deletes, index_neutral=True)
-        batch.insert(inserts, index_neutral=True)
-        deletes, inserts = [], []
         for nid, (scans, skey) in self.stored_scans.items():
             ref, node = self.node_ref(nid), self.nodes[nid]
             deletes += [triple(ref, V.SCAN_COUNT, lit(scans)), triple(ref, V.SCAN_ORDER, lit(skey))]
@@ -226,8 +222,11 @@ class _Chunk:
                 triple(ref, V.SCAN_COUNT, lit(node.scans)),
                 triple(ref, V.SCAN_ORDER, lit(node.key)),
             ]
-        batch.delete(deletes)
-        batch.insert(inserts)
+        # Nothing here that the read mirror's link index follows: strengths and texts, and
+        # the scanCount of scanned nodes, replaced on nodes that stay live (a forgotten node's
+        # scan state is not written: it went with forget_nodes above).
+        batch.delete(deletes, index_neutral=True)
+        batch.insert(inserts, index_neutral=True)
         store.commit(batch)
         self.stored_links.clear()
         self.stored_scans.clear()

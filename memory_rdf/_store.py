@@ -408,10 +408,12 @@ class WriteBatch:
     def insert(self, triples: Iterable[str], graph: str | None = None, *,
                index_neutral: bool = False) -> None:
         """``INSERT DATA`` of ``triples`` (one :func:`triple` each). ``index_neutral``: the
-        writer vouches that no triple has ``memory:source``, ``target``, ``relation`` or
-        ``scanCount`` as predicate — what the read mirror's link index follows — so the
-        mirror does not read them for it (:func:`index_changes`; a compression commit holds
-        ~700 kB of strength and text triples)."""
+        writer vouches that the triples change nothing the read mirror's link index follows —
+        no ``memory:source``, ``target`` or ``relation`` triple, and a ``memory:scanCount``
+        only where the batch replaces it on a node that stays live (a compression scan) — so
+        the mirror does not read them for it (:func:`index_changes`; a compression commit
+        holds ~700 kB of strength and text triples, and the scanCount of every node scanned,
+        whose liveness it would otherwise look up one by one)."""
         self._data("INSERT DATA", triples, graph, index_neutral)
 
     def delete(self, triples: Iterable[str], graph: str | None = None, *,

@@ -310,6 +310,42 @@ def test_the_link_index_follows_every_kind_of_write(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_compression_commit_reads_nothing_for_the_link_index(
+    data_dir: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compression slice's commit leaves the link index nothing to look up but the nodes it
+    forgets: the scanCount it rewrites on every scanned node, which stays live, is vouched
+    index-neutral (the mirror used to ask the store whether each scanned node was live). The
+    index stays exact all the same, through decay, shortening and forgetting."""
+    commits: list[WriteBatch] = []
+    real_commit = AgentStore.commit
+
+    def commit(self: AgentStore, batch: WriteBatch) -> None:
+        commits.append(batch)
+        real_commit(self, batch)
+
+    config = MIRROR.replace(decay_rate=0.6, delete_threshold=8)  # ages in a few scans
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=model) as mem:
+        build(mem, model)
+        # the first memories far from the focus, whose links into them do not decay
+        remember(mem, "the office moves to Berlin | the new desk is by the window")
+        remember(mem, "lunch is at noon | the meeting room is booked")
+        assert_in_step(mem)
+        monkeypatch.setattr(AgentStore, "commit", commit)
+        reports = [mem.run_compression_slice() for _ in range(12)]
+        monkeypatch.undo()
+        assert sum(r["scanned"] for r in reports) > 0, reports
+        assert sum(r["compressed"] for r in reports) > 0, reports
+        assert sum(r["forgotten"] for r in reports) > 0, reports
+        changes = [_store.index_changes(batch) for batch in commits]
+        assert changes
+        for change in changes:
+            assert set(change.liveness.values()) <= {"forget"}, change.liveness
+            assert set(change.liveness) == change.forgotten
+        assert any(change.forgotten for change in changes)
+        assert_in_step(mem)
+
+
 def _created() -> Any:
     from datetime import UTC, datetime
 
