@@ -101,6 +101,11 @@ class ScanTiming:
         return self.scans / max(self.cpu_s - self.model_s, 1e-9)
 
     @property
+    def thread_cpu_us_per_scan(self) -> float:
+        """The compression thread's CPU time per scan, model time excluded."""
+        return (self.cpu_s - self.model_s) * 1e6 / max(self.scans, 1)
+
+    @property
     def process_cpu_us_per_scan(self) -> float:
         """CPU time of the whole process per scan, model time excluded (the built-in model
         and FastModel compute on the compression thread: their time is CPU time)."""

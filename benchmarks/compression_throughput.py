@@ -109,7 +109,7 @@ def run(size: int, slices: int | None, tmp: Path, focus_limit: int, decay: float
                       f"per CPU second of the compression thread   ({t.scans} scans, "
                       f"{t.model_calls} model calls)")
                 print(f"  {'':<31} process CPU {t.process_cpu_us_per_scan:,.0f} µs a scan, model "
-                      f"excluded ({1e6 / t.per_cpu_s_excl_model:,.0f} the compression thread, "
+                      f"excluded ({t.thread_cpu_us_per_scan:,.0f} the compression thread, "
                       f"{t.others_cpu_us_per_scan:,.0f} RocksDB's threads): with a model that "
                       f"takes no time, at most {t.ceiling_per_s:,.0f} scans/s on this "
                       f"machine's {cpus()} CPUs")

@@ -189,7 +189,7 @@ def environment() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpus": os.cpu_count(),
+        "cpus": cpus(),  # the same count the compression bound divides by
         "pyoxigraph": _version("pyoxigraph"),
         "rdflib": _version("rdflib"),
         "networkx": _version("networkx"),
