@@ -246,6 +246,15 @@ class SparqlEndpoint:
             ) from exc
         if response.status_code >= 400:
             raise StoreError(_what_to_fix(kind, url, response))
+        if not 200 <= response.status_code < 300:
+            # A redirect (an HTTP→HTTPS move, a login proxy) is not followed: the POST would
+            # not be sent again, and taken for success an update was silently dropped.
+            raise StoreError(
+                f"the SPARQL endpoint {url} answered the {kind} with {response.status_code} "
+                f"{response.reason_phrase} (to {response.headers.get('location', '?')}), not "
+                "an answer: redirects are not followed; give the URL of the SPARQL service "
+                "itself"
+            )
         return response
 
 

@@ -1,0 +1,114 @@
+"""Findings of the security and crash review (2026-11-26), each reproduced through the public
+API against real parts: temporary Oxigraph stores, a loopback ``oxigraph serve``, loopback HTTP
+servers standing in for a proxy or a model server. Each test failed before its fix.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory_rdf import MemoryManager, SparqlEndpoint, StoreError
+
+from helpers import FAST, ScriptedModel
+from servers import Server
+
+# -- an endpoint behind a proxy that starts redirecting --------------------------------------
+
+
+class _Proxy(http.server.BaseHTTPRequestHandler):
+    """Forwards every POST to the upstream server; while ``redirect`` is set, answers 302 to a
+    login page instead (what an authenticating proxy does when its session runs out)."""
+
+    upstream = ""
+    redirect = False
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if type(self).redirect:
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:1/login")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() in ("content-type", "accept")}
+        request = urllib.request.Request(type(self).upstream + self.path, data=body,
+                                         headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                status, data, kind = answer.status, answer.read(), answer.headers["Content-Type"]
+        except urllib.error.HTTPError as exc:
+            status, data, kind = exc.code, exc.read(), exc.headers["Content-Type"]
+        self.send_response(status)
+        self.send_header("Content-Type", kind or "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def proxied(oxigraph_server: Server) -> Iterator[tuple[str, type[_Proxy]]]:
+    handler = type("Handler", (_Proxy,), {"upstream": oxigraph_server.base, "redirect": False})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        oxigraph_server.clear()
+
+
+def _server_holds(server: Server, text: str) -> bool:
+    query = f'ASK {{ GRAPH ?g {{ ?s ?p ?o FILTER(CONTAINS(STR(?o), "{text}")) }} }}'
+    answer = httpx.post(server.query_url, data={"query": query},
+                        headers={"Accept": "application/sparql-results+json"}, timeout=30)
+    return bool(answer.json()["boolean"])
+
+
+def test_a_redirected_update_is_an_error_not_an_accepted_remember(
+    oxigraph_server: Server, proxied: tuple[str, type[_Proxy]]
+) -> None:
+    # Before: a 3xx answer counted as success, so remember() returned while its journal entry
+    # never reached the server (lost at the next crash), and the store said nothing.
+    base, proxy = proxied
+    with SparqlEndpoint(f"{base}/query", update_url=f"{base}/update") as ep, MemoryManager(
+        "redir", endpoint=ep, config=FAST, model=ScriptedModel()
+    ) as mem:
+        mem.remember([{"role": "user", "content": "kept before the proxy broke"}])
+        assert mem.recall(["kept"]) != ""
+        proxy.redirect = True
+        with pytest.raises(StoreError, match=r"302 Found \(to http://127.0.0.1:1/login\).*"
+                                             r"redirects are not followed"):
+            mem.remember([{"role": "user", "content": "told while redirecting"}])
+        with pytest.raises(StoreError, match="redirects are not followed"):
+            mem.sparql("ASK {}")
+        proxy.redirect = False
+        assert mem.wait_idle(30)
+        assert mem.pending_remembers() == 0
+    assert _server_holds(oxigraph_server, "kept before the proxy broke")
+    assert not _server_holds(oxigraph_server, "told while redirecting")
+
+
+def test_an_endpoint_url_that_redirects_is_refused_at_open(
+    proxied: tuple[str, type[_Proxy]], tmp_path: Path
+) -> None:
+    base, proxy = proxied
+    proxy.redirect = True
+    with SparqlEndpoint(f"{base}/query", update_url=f"{base}/update") as ep:
+        mem = MemoryManager("redir2", endpoint=ep, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreError, match="302 Found .*redirects are not followed"):
+            mem.initialize()
+        mem.close()
