@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import tenacity
 
@@ -105,6 +105,17 @@ def _check_url(name: str, url: object) -> str:
     return url
 
 
+def _without_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its ``user:password@`` part, and that (user, password), decoded."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    user = unquote(parts.username or "")
+    password = unquote(parts.password or "")
+    return urlunsplit(parts._replace(netloc=host)), (user, password)
+
+
 class Retry:
     """Retries with exponential backoff (``max_retries``, ``retry_initial_delay``,
     ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx."""
@@ -131,7 +142,9 @@ class SparqlEndpoint:
     Args:
         query_url: the SPARQL query service (``http://host:7878/query`` for ``oxigraph serve``).
         update_url: the SPARQL update service; defaults to ``query_url``.
-        auth: ``(user, password)`` for HTTP basic auth, or a bearer token ``str``.
+        auth: ``(user, password)`` for HTTP basic auth, or a bearer token ``str``. A
+            ``user:password@`` in the URLs is taken as basic auth instead and removed from
+            the URLs kept (they appear in error messages and ``stats()``).
         headers: extra HTTP headers sent with every request.
         timeout: seconds allowed per HTTP request.
         lease_seconds: how long an agent's lease lasts without renewal (renewed every third
@@ -160,10 +173,19 @@ class SparqlEndpoint:
     ) -> None:
         import httpx
 
-        self.query_url = _check_url("query_url", query_url)
-        self.update_url = _check_url(
+        # Credentials written into a URL (http://user:password@host/…) become basic auth and
+        # leave the URL: it is shown in every error, in stats() (an MCP tool's answer) and logs.
+        self.query_url, in_query = _without_userinfo(_check_url("query_url", query_url))
+        self.update_url, in_update = _without_userinfo(_check_url(
             "update_url", update_url if update_url is not None else query_url
-        )
+        ))
+        userinfo = {u for u in (in_query, in_update) if u is not None}
+        if len(userinfo) > 1:
+            raise InvalidInputError("query_url and update_url carry different credentials")
+        if userinfo and auth is not None:
+            raise InvalidInputError("give the credentials once: in auth= or in the URL, not both")
+        if userinfo:
+            auth = userinfo.pop()
         send: dict[str, str] = {}
         if headers is not None:
             if not isinstance(headers, Mapping) or not all(
@@ -249,11 +271,11 @@ class SparqlEndpoint:
         if not 200 <= response.status_code < 300:
             # A redirect (an HTTP→HTTPS move, a login proxy) is not followed: the POST would
             # not be sent again, and taken for success an update was silently dropped.
+            target = _without_userinfo(response.headers.get("location", "?"))[0]
             raise StoreError(
                 f"the SPARQL endpoint {url} answered the {kind} with {response.status_code} "
-                f"{response.reason_phrase} (to {response.headers.get('location', '?')}), not "
-                "an answer: redirects are not followed; give the URL of the SPARQL service "
-                "itself"
+                f"{response.reason_phrase} (to {target}), not an answer: redirects are not "
+                "followed; give the URL of the SPARQL service itself"
             )
         return response
 

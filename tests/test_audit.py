@@ -5,6 +5,7 @@ servers standing in for a proxy or a model server. Each test failed before its f
 
 from __future__ import annotations
 
+import base64
 import http.server
 import threading
 import urllib.error
@@ -112,3 +113,65 @@ def test_an_endpoint_url_that_redirects_is_refused_at_open(
         with pytest.raises(StoreError, match="302 Found .*redirects are not followed"):
             mem.initialize()
         mem.close()
+
+
+# -- credentials written into an endpoint URL ------------------------------------------------
+
+
+class _Recording(http.server.BaseHTTPRequestHandler):
+    """Answers every POST with ``status`` and records its Authorization header."""
+
+    status = 401
+    seen: list[str | None] = []  # noqa: RUF012 - one list per test, set by the fixture
+
+    def do_POST(self) -> None:  # noqa: N802
+        type(self).seen.append(self.headers.get("Authorization"))
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(type(self).status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recording() -> Iterator[tuple[str, type[_Recording]]]:
+    handler = type("Handler", (_Recording,), {"seen": [], "status": 401})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{httpd.server_address[1]}", handler
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_password_in_the_endpoint_url_is_sent_but_never_shown(
+    oxigraph_server: Server, recording: tuple[str, type[_Recording]]
+) -> None:
+    # Before: the URL, password included, was in every error message, repr(), and
+    # stats()["store_path"], which the MCP stats tool hands to the model.
+    from memory_rdf import MemorySystem
+    from memory_rdf.tools import call_tool
+
+    host, handler = recording
+    with SparqlEndpoint(f"http://ann:s3cr%40t@{host}/query") as ep:
+        assert "s3cr" not in repr(ep) + ep.query_url + ep.update_url
+        mem = MemoryManager("cred", endpoint=ep, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreError, match="check the credentials") as refused:
+            mem.initialize()
+        mem.close()
+        assert "s3cr" not in str(refused.value)
+    assert handler.seen == ["Basic " + base64.b64encode(b"ann:s3cr@t").decode()]
+
+    server = oxigraph_server.base.removeprefix("http://")
+    with SparqlEndpoint(f"http://ann:s3cret@{server}/query",
+                        update_url=f"http://ann:s3cret@{server}/update") as ep:
+        with MemorySystem(endpoint=ep, config=FAST, model=ScriptedModel()) as system:
+            stats = call_tool(system, "stats", {"agent_id": "cred"})
+            assert "s3cret" not in stats and server in stats
+        oxigraph_server.clear()
+    with pytest.raises(ValueError, match="credentials once"):
+        SparqlEndpoint(f"http://ann:s3cret@{server}/query", auth="token")
