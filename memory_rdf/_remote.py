@@ -34,6 +34,7 @@ from memory_rdf._exceptions import (
     StoreError,
     StoreLockedError,
 )
+from memory_rdf._headers import check_header
 from memory_rdf._store import (
     Graphs,
     MemoryStore,
@@ -193,11 +194,14 @@ class SparqlEndpoint:
             ):
                 raise InvalidTypeError("headers must be a mapping of str to str")
             send.update(headers)
+            for key, text in send.items():
+                check_header(key, text)
         basic: httpx.BasicAuth | None = None
         if isinstance(auth, str):
             if not auth:
                 raise InvalidInputError("auth: the bearer token is empty")
-            send["Authorization"] = f"Bearer {auth}"
+            send["Authorization"] = check_header(
+                "Authorization", f"Bearer {auth}", "auth (the bearer token)")
         elif isinstance(auth, tuple):
             if len(auth) != 2 or not all(isinstance(a, str) for a in auth):
                 raise InvalidTypeError("auth must be (user, password) of two str")

@@ -10,13 +10,14 @@ import http.server
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from memory_rdf import MemoryManager, SparqlEndpoint, StoreError
+from memory_rdf import InvalidInputError, MemoryManager, SparqlEndpoint, StoreError
+from memory_rdf.small_model import OpenAIModel
 
 from helpers import FAST, ScriptedModel
 from servers import Server
@@ -175,3 +176,34 @@ def test_a_password_in_the_endpoint_url_is_sent_but_never_shown(
         oxigraph_server.clear()
     with pytest.raises(ValueError, match="credentials once"):
         SparqlEndpoint(f"http://ann:s3cret@{server}/query", auth="token")
+
+
+def _use(thing: object) -> None:
+    """The first request of a model or an endpoint (what failed before the fix, quoting the
+    credential in its error)."""
+    if isinstance(thing, SparqlEndpoint):
+        with thing, MemoryManager("k", endpoint=thing, config=FAST, model=ScriptedModel()):
+            pass
+    else:
+        assert isinstance(thing, OpenAIModel)
+        with thing:
+            thing.segment("user: hello")
+
+
+@pytest.mark.parametrize("make", [
+    lambda url: OpenAIModel("m", base_url=f"{url}/v1", api_key="sk-s3cret\n"),
+    lambda url: OpenAIModel("m", base_url=f"{url}/v1", api_key="sk-s3crét"),
+    lambda url: SparqlEndpoint(f"{url}/query", auth="s3cret\n"),
+    lambda url: SparqlEndpoint(f"{url}/query", headers={"X-Key": "s3cret\r\nX-Evil: 1"}),
+], ids=["key-newline", "key-non-ascii", "bearer-newline", "header-crlf"])
+def test_a_credential_that_cannot_be_a_header_is_refused_without_quoting_it(
+    recording: tuple[str, type[_Recording]], make: Callable[[str], object]
+) -> None:
+    # Before: the first request failed with "Illegal header value b'Bearer sk-s3cret\n'" (a
+    # transient error, retried, logged, and kept as stats()["model_last_error"], which the MCP
+    # stats tool shows the model) or a bare UnicodeEncodeError.
+    host, handler = recording
+    with pytest.raises(InvalidInputError, match="cannot be sent in an HTTP header") as refused:
+        _use(make(f"http://{host}"))
+    assert "s3cr" not in str(refused.value)
+    assert handler.seen == []

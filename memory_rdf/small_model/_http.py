@@ -49,6 +49,7 @@ from memory_rdf._exceptions import (
     ModelError,
     PermanentModelError,
 )
+from memory_rdf._headers import check_header
 from memory_rdf._types import Processed
 from memory_rdf.small_model._answers import (
     check_processed_item,
@@ -151,6 +152,8 @@ class HTTPModel:
             raise InvalidTypeError(f"base_url must be a str, got {type(base_url).__name__}")
         if not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(f"base_url must start with http:// or https://: {base_url!r}")
+        for name, value in (headers or {}).items():
+            check_header(name, value)
         self.model = model.strip()
         self.base_url = base_url.rstrip("/")
         #: Seconds each request may take (see :meth:`use_default_timeout`).

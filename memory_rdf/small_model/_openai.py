@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from memory_rdf._exceptions import ModelError
+from memory_rdf._headers import check_header
 from memory_rdf.small_model._http import HTTPModel, Reply, token_count
 from memory_rdf.small_model._prompts import Prompt
 
@@ -44,6 +45,8 @@ class OpenAIModel(HTTPModel):
         timeout: float | None = None,
         strict: bool = True,
     ) -> None:
+        if api_key is not None:
+            check_header("Authorization", api_key, "api_key")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         super().__init__(model, base_url, timeout=timeout, headers=headers)
         self.strict = bool(strict)
