@@ -189,6 +189,7 @@ class MemorySystem:
     def close(self, timeout: float | None = None) -> None:
         """Close every agent of the system (each waits up to ``timeout`` s for its queued
         tasks, as :meth:`MemoryManager.close`), then stop the scheduler thread. Idempotent."""
+        timeout = check_timeout(timeout, zero=True)
         with self._lock:
             if self._closed:
                 return
@@ -319,7 +320,9 @@ class MemoryManager:
         """Stop. Waits up to ``timeout`` s (None: until done) for queued tasks; remembers not
         processed by then stay journalled and run at the next :meth:`initialize`. Callers still
         waiting on a recall get :class:`~memory_rdf.MemoryClosedError`. Idempotent; raises
-        nothing of its own."""
+        nothing of its own (a ``timeout`` that is not None or a number from 0 to
+        :data:`~memory_rdf._query_guard.MAX_TIMEOUT` is refused before anything closes)."""
+        timeout = check_timeout(timeout, zero=True)
         with self._lock:
             if self.closed:
                 return
@@ -762,6 +765,7 @@ class MemoryManager:
         """
         kws = None if keywords is None else self._recall_args(keywords, None, 0, "focus")[0]
         window = _window(since, until)
+        timeout = check_timeout(timeout, zero=True)
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int)
         ):
@@ -813,6 +817,7 @@ class MemoryManager:
         wanted = _node_ids(ids)
         if not isinstance(purge, bool):
             raise InvalidTypeError(f"purge must be a bool, got {type(purge).__name__}")
+        timeout = check_timeout(timeout, zero=True)
         self._check_open()
 
         def start() -> Generator[Backoff, None, int]:
@@ -865,6 +870,7 @@ class MemoryManager:
             concurrent.futures.TimeoutError: the slice did not finish within ``timeout`` s.
             ModelError: the small model failed on a node and its fallback could not help.
         """
+        timeout = check_timeout(timeout, zero=True)
         self._check_open()
         future: Future[dict[str, Any]] = Future()
         self._system._scheduler.submit(
@@ -886,6 +892,7 @@ class MemoryManager:
         Raises:
             MemoryClosedError: the manager is closed, or not initialized yet.
         """
+        timeout = check_timeout(timeout, zero=True)
         self._check_open()
         return self._system._scheduler.wait_idle(self.agent_id, timeout)
 

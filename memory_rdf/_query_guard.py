@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 
 from memory_rdf._exceptions import InvalidInputError, InvalidTypeError, QueryRefusedError
 
@@ -128,6 +129,10 @@ SPARQL_TIMEOUT = 30.0
 SPARQL_LIMIT = 100_000
 
 
+#: Longest wait in seconds the platform's locks and sockets take (~292 years on Linux).
+MAX_TIMEOUT = threading.TIMEOUT_MAX
+
+
 def check_timeout(value: object, name: str = "timeout", *, zero: bool = False) -> float | None:
     """A caller's timeout in seconds: None (no limit) or a finite number > 0 (``zero``: >= 0),
     else :class:`InvalidTypeError` / :class:`InvalidInputError` at the call."""
@@ -139,6 +144,9 @@ def check_timeout(value: object, name: str = "timeout", *, zero: bool = False) -
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         raise InvalidInputError(f"{name} must be a finite number of seconds "
                                 f"{'>= 0' if zero else '> 0'} (or None), got {value!r}")
+    if value > MAX_TIMEOUT:  # a longer wait overflowed the thread's lock (OverflowError)
+        raise InvalidInputError(f"{name} must be at most {MAX_TIMEOUT:,.0f} s (None: no "
+                                f"limit), got {value!r}")
     return float(value)
 
 

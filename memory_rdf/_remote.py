@@ -214,8 +214,10 @@ class SparqlEndpoint:
         for name, value in (("timeout", timeout), ("lease_seconds", lease_seconds)):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise InvalidTypeError(f"{name} must be a number, got {type(value).__name__}")
-            if not value > 0 or value == float("inf"):
-                raise InvalidInputError(f"{name} must be > 0 seconds, got {value!r}")
+            if not 0 < value <= threading.TIMEOUT_MAX:  # beyond: OverflowError in sockets
+                raise InvalidInputError(
+                    f"{name} must be > 0 and <= {threading.TIMEOUT_MAX:.0f} seconds, "
+                    f"got {value!r}")
         self.timeout = float(timeout)
         self.lease_seconds = float(lease_seconds)
         self._client = httpx.Client(

@@ -688,7 +688,8 @@ def _read_query(query: str) -> str:
               type=click.Choice(["table", "json", "xml", "csv", "tsv"]),
               default="table", show_default=True,
               help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(min=0, max=threading.TIMEOUT_MAX),
+              default=60.0, show_default=True,
               help="Seconds before the query is stopped (0: no limit). Ctrl-C stops it too.")
 @_data_dir_option
 def sparql(agent: str, query: str, fmt: str, timeout: float, data_dir: Where) -> None:
@@ -1045,7 +1046,8 @@ def validate(agent: str, data_dir: Where) -> None:
 @click.option("--token", envvar="MEMORY_RDF_TOKEN", show_envvar=True, default=None,
               help="HTTP: every request must carry 'Authorization: Bearer TOKEN' (401 "
                    "otherwise). Prefer the environment variable: arguments show in ps.")
-@click.option("--timeout", "call_timeout", type=click.FloatRange(min=0), default=120.0,
+@click.option("--timeout", "call_timeout",
+              type=click.FloatRange(min=0, max=threading.TIMEOUT_MAX), default=120.0,
               show_default=True,
               help="Longest a recall, memories or forget call waits behind the agent's "
                    "earlier work (e.g. a remember waiting for the model) before it answers a "

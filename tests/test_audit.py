@@ -16,7 +16,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memory_rdf import InvalidInputError, MemoryManager, SparqlEndpoint, StoreError
+from memory_rdf import (
+    Config,
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryManager,
+    SparqlEndpoint,
+    StoreError,
+)
 from memory_rdf.small_model import OpenAIModel
 
 from helpers import FAST, ScriptedModel
@@ -207,3 +214,42 @@ def test_a_credential_that_cannot_be_a_header_is_refused_without_quoting_it(
         _use(make(f"http://{host}"))
     assert "s3cr" not in str(refused.value)
     assert handler.seen == []
+
+
+# -- timeouts beyond what the platform can wait ----------------------------------------------
+
+
+def test_timeouts_beyond_the_platform_limit_are_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    # Before: timeout=1e300 (or 1e10) was accepted, then waiting on it raised OverflowError —
+    # after forget() had been queued (the memory went while the caller saw an error), and in
+    # close() after the manager was marked closed (its store was never closed: the RocksDB
+    # lock stayed held). Types were not checked either (forget(timeout="5") forgot, then
+    # raised TypeError).
+    mem = MemoryManager("t", data_dir=tmp_path, config=FAST, model=ScriptedModel()).initialize()
+    mem.remember([{"role": "user", "content": "my locker code is 4711"}])
+    (node,) = mem.memories()
+    for bad in (1e300, 1e10, float("inf"), -1):
+        with pytest.raises(InvalidInputError, match="timeout"):
+            mem.forget([node["id"]], timeout=bad)
+    with pytest.raises(InvalidTypeError, match="timeout"):
+        mem.forget([node["id"]], timeout="5")  # type: ignore[arg-type]
+    for call in (lambda: mem.recall(["locker"], timeout=1e300),
+                 lambda: mem.memories(timeout=1e300),
+                 lambda: mem.sparql("ASK {}", timeout=1e300),
+                 lambda: mem.run_compression_slice(timeout=1e300),
+                 lambda: mem.wait_idle(1e300),
+                 lambda: mem.close(timeout=1e300)):
+        with pytest.raises(InvalidInputError, match="at most"):
+            call()
+    assert [m["id"] for m in mem.memories()] == [node["id"]]  # nothing was forgotten
+    assert mem.wait_idle(threading.TIMEOUT_MAX)  # the largest accepted wait works
+    mem.close(timeout=threading.TIMEOUT_MAX)
+    with MemoryManager("t", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as again:
+        assert "4711" in again.recall(["locker"])  # the store was closed, not left locked
+    for bad_config in (lambda: Config(model_timeout=1e300),
+                       lambda: OpenAIModel("m", base_url="http://127.0.0.1:9/v1", timeout=1e300),
+                       lambda: SparqlEndpoint("http://127.0.0.1:9/query", timeout=1e300)):
+        with pytest.raises(ValueError, match="timeout"):
+            bad_config()

@@ -414,8 +414,10 @@ def _seconds(value: Any) -> float:
     """A request timeout: a positive, finite number of seconds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidTypeError(f"timeout must be a number of seconds, got {type(value).__name__}")
-    if not 0 < value < float("inf"):
-        raise InvalidInputError(f"timeout must be a positive number of seconds, got {value}")
+    if not 0 < value <= threading.TIMEOUT_MAX:  # beyond, sockets raised OverflowError
+        raise InvalidInputError(
+            f"timeout must be a positive number of seconds up to {threading.TIMEOUT_MAX:.0f}, "
+            f"got {value}")
     return float(value)
 
 
