@@ -320,7 +320,7 @@ def _parse_batches(text: str, source: str) -> list[list[Message]]:
     session."""
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise _CliError(f"{source}: not valid JSON ({exc})") from None
     if isinstance(data, dict) and isinstance(data.get("sessions"), list):
         raw = [s.get("messages") if isinstance(s, dict) else s for s in data["sessions"]]

@@ -428,7 +428,7 @@ def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> 
                                                                                  "replace")
         try:
             raw = json.loads(text) if text.strip() else {}
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise InvalidInputError(
                 f"arguments of {tool.name} are not valid JSON: {exc}") from None
     else:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import http.server
+import json
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -21,12 +23,13 @@ from memory_rdf import (
     InvalidInputError,
     InvalidTypeError,
     MemoryManager,
+    ModelError,
     SparqlEndpoint,
     StoreError,
 )
 from memory_rdf.small_model import OpenAIModel
 
-from helpers import FAST, ScriptedModel
+from helpers import FAST, ScriptedModel, memory_rdf_command
 from servers import Server
 
 # -- an endpoint behind a proxy that starts redirecting --------------------------------------
@@ -253,3 +256,68 @@ def test_timeouts_beyond_the_platform_limit_are_refused_before_anything_runs(
                        lambda: SparqlEndpoint("http://127.0.0.1:9/query", timeout=1e300)):
         with pytest.raises(ValueError, match="timeout"):
             bad_config()
+
+
+# -- JSON nested too deep for the parser ------------------------------------------------------
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+class _Answering(http.server.BaseHTTPRequestHandler):
+    """A model server answering every POST with ``body`` (HTTP 200, JSON)."""
+
+    body = b""
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(type(self).body)))
+        self.end_headers()
+        self.wfile.write(type(self).body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answering() -> Iterator[tuple[str, type[_Answering]]]:
+    handler = type("Handler", (_Answering,), {"body": b""})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_json_nested_too_deep_is_a_bad_answer_not_a_recursion_error(
+    answering: tuple[str, type[_Answering]], tmp_path: Path
+) -> None:
+    # Before: json.loads raised RecursionError, which is not the ModelError of a garbage
+    # answer (the model's contract), nor the InvalidInputError of bad tool arguments.
+    from memory_rdf.small_model import OllamaModel
+    from memory_rdf.tools import call_tool
+
+    url, handler = answering
+    reply = {"message": {"role": "assistant", "content": DEEP_JSON}, "done": True}
+    for body in (DEEP_JSON.encode(), json.dumps(reply).encode()):
+        handler.body = body
+        with OllamaModel("m", base_url=url, timeout=10) as model, pytest.raises(
+            ModelError, match="not JSON"
+        ):
+            model.segment("user: hello")
+    with MemoryManager("j", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        with pytest.raises(InvalidInputError, match="not valid JSON"):
+            call_tool(mem, "recall", '{"keywords": ' + DEEP_JSON + "}")
+        assert mem.stats()["nodes"] == 0
+    source = tmp_path / "deep.json"
+    source.write_text(DEEP_JSON, encoding="utf-8")
+    result = subprocess.run(
+        [memory_rdf_command(), "remember", "j", str(source), "--data-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
+    assert "not valid JSON" in result.stderr

@@ -100,7 +100,7 @@ def parse_json(text: Any) -> Any:
         body = fenced.group(1).strip()
     try:
         return json.loads(body)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested 100,000 deep
         raise ModelError(f"the model's answer is not JSON ({exc}): {_clip(text)}") from None
 
 

@@ -343,7 +343,7 @@ class HTTPModel:
             raise self._status_error(status, raw, url)
         try:
             return json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise ModelError(
                 f"{self._who()}: the reply from {url} is not JSON: {raw[:120]!r}"
             ) from exc
@@ -399,7 +399,7 @@ def _server_message(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace").strip()
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text[:300]
     if isinstance(value, dict):
         err = value.get("error", value.get("detail", value.get("message")))
