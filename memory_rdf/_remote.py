@@ -19,7 +19,7 @@ import re
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -30,6 +30,7 @@ from memory_rdf import _vocab as V
 from memory_rdf._exceptions import (
     InvalidInputError,
     InvalidTypeError,
+    MemoryRDFError,
     SparqlError,
     StoreError,
     StoreLockedError,
@@ -296,6 +297,18 @@ def _boolean(answer: Any) -> bool:
     return first.get("value") in ("1", "true")
 
 
+def _results(answer: Any) -> tuple[list[str], list[dict[str, Any]]]:
+    """The variables and bindings of a SPARQL JSON results document (TypeError when it is
+    not one: read inside :meth:`RemoteStore._reading`)."""
+    names = answer["head"]["vars"]
+    bindings = answer["results"]["bindings"]
+    if not isinstance(names, list) or not isinstance(bindings, list) or not all(
+        isinstance(b, dict) for b in bindings
+    ):
+        raise TypeError("head.vars and results.bindings must be a list and a list of objects")
+    return names, bindings
+
+
 def _body(response: httpx.Response) -> str:
     text = response.text.strip().replace("\n", " ")
     return text[:300] + ("…" if len(text) > 300 else "")
@@ -408,20 +421,37 @@ class RemoteStore(MemoryStore):
         response = self._query(query, _SELECT_JSON, dataset)
         try:
             return response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise StoreError(
                 f"the SPARQL endpoint {self.endpoint.query_url} did not answer with SPARQL JSON "
                 f"results ({response.headers.get('content-type')}): {_body(response)}"
             ) from exc
 
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Reading an answer: one of the wrong shape (a server that is not a SPARQL service,
+        a proxy's page) is a :class:`StoreError`, not a KeyError or TypeError."""
+        try:
+            yield
+        except MemoryRDFError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError,
+                RecursionError) as exc:
+            raise StoreError(
+                f"the SPARQL endpoint {self.endpoint.query_url} did not answer with SPARQL "
+                f"results ({type(exc).__name__}: {str(exc)[:200]}); is it a SPARQL service?"
+            ) from exc
+
     def rows(self, query: str) -> list[Row]:
         answer = self._json(query)
-        names = answer["head"]["vars"]
-        return [tuple(python_from_json(b.get(n)) for n in names)
-                for b in answer["results"]["bindings"]]
+        with self._reading():
+            names, bindings = _results(answer)
+            return [tuple(python_from_json(b.get(n)) for n in names) for b in bindings]
 
     def ask(self, query: str) -> bool:
-        return _boolean(self._json(query))
+        answer = self._json(query)
+        with self._reading():
+            return _boolean(answer)
 
     def commit(self, batch: WriteBatch) -> None:
         if not batch:
@@ -476,14 +506,12 @@ class RemoteStore(MemoryStore):
             response = self._user(query, f"{_SELECT_JSON}, application/n-triples;q=0.9")
             if "n-triples" in response.headers.get("content-type", ""):
                 return parse_ntriples(response.content)
-            answer = response.json()
-            if "boolean" in answer or _ASK.match(_STRINGS.sub(" ", query)):
-                return _boolean(answer)
-            names = answer["head"]["vars"]
-            return [
-                {n: python_from_json(b[n]) for n in names if n in b}
-                for b in answer["results"]["bindings"]
-            ]
+            with self._reading():
+                answer = response.json()
+                if "boolean" in answer or _ASK.match(_STRINGS.sub(" ", query)):
+                    return _boolean(answer)
+                names, bindings = _results(answer)
+                return [{n: python_from_json(b[n]) for n in names if n in b} for b in bindings]
 
         result = run_bounded(run, timeout)
         if limit is not None and isinstance(result, list) and len(result) > limit:
@@ -520,11 +548,12 @@ class RemoteStore(MemoryStore):
             f"{AGENT}{self.agent_id}/meta": f"<{V.META_GRAPH}>",
         }
         lines = []
-        for b in answer["results"]["bindings"]:
-            terms = [term_from_json(b[n]) for n in ("s", "p", "o")]
-            if "g" in b:
-                terms.append(Term(names[b["g"]["value"]]))
-            lines.append(" ".join(terms) + " .")
+        with self._reading():
+            for b in _results(answer)[1]:
+                terms = [term_from_json(b[n]) for n in ("s", "p", "o")]
+                if "g" in b:
+                    terms.append(Term(names[b["g"]["value"]]))
+                lines.append(" ".join(terms) + " .")
         data = ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
         return data if fmt == "nquads" else reserialize(data, fmt)
 

@@ -41,9 +41,17 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
 
     upstream = ""
     redirect = False
+    garbage: bytes | None = None  # answered instead, as 200 SPARQL JSON, while set
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if type(self).garbage is not None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/sparql-results+json")
+            self.send_header("Content-Length", str(len(type(self).garbage or b"")))
+            self.end_headers()
+            self.wfile.write(type(self).garbage or b"")
+            return
         if type(self).redirect:
             self.send_response(302)
             self.send_header("Location", "http://127.0.0.1:1/login")
@@ -71,7 +79,8 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def proxied(oxigraph_server: Server) -> Iterator[tuple[str, type[_Proxy]]]:
-    handler = type("Handler", (_Proxy,), {"upstream": oxigraph_server.base, "redirect": False})
+    handler = type("Handler", (_Proxy,), {"upstream": oxigraph_server.base, "redirect": False,
+                                          "garbage": None})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -321,3 +330,37 @@ def test_json_nested_too_deep_is_a_bad_answer_not_a_recursion_error(
     )
     assert result.returncode in (1, 2) and "Traceback" not in result.stderr, result.stderr
     assert "not valid JSON" in result.stderr
+
+
+# -- an endpoint answering JSON that is not SPARQL results -----------------------------------
+
+
+@pytest.mark.parametrize("garbage", [
+    b'{"status": "ok"}', b"[1, 2]", b'"text"', b"not json at all",
+    b'{"head": {"vars": ["s"]}, "results": {"bindings": [5]}}',
+    b'{"head": {"vars": ["s"]}, "results": {"bindings": "x"}}',
+])
+def test_an_answer_that_is_not_sparql_results_is_a_store_error(
+    proxied: tuple[str, type[_Proxy]], garbage: bytes
+) -> None:
+    # Before: KeyError, TypeError, AttributeError or a bare JSONDecodeError from the store's
+    # reading code (at open, in recall, in sparql()), instead of a StoreError that says so.
+    base, proxy = proxied
+    with SparqlEndpoint(f"{base}/query", update_url=f"{base}/update") as ep:
+        proxy.garbage = garbage
+        mem = MemoryManager("junk", endpoint=ep, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreError, match="did not answer with SPARQL"):
+            mem.initialize()
+        mem.close()
+        proxy.garbage = None
+        with MemoryManager("junk", endpoint=ep, config=FAST, model=ScriptedModel()) as mem:
+            mem.remember([{"role": "user", "content": "a fact about otters"}])
+            assert mem.wait_idle(30)
+            proxy.garbage = garbage
+            for call in (lambda: mem.sparql("SELECT ?s WHERE { ?s ?p ?o }"),
+                         lambda: mem.recall(["otters"]),
+                         lambda: mem.memories()):
+                with pytest.raises(StoreError, match="did not answer with SPARQL"):
+                    call()
+            proxy.garbage = None
+            assert "otters" in mem.recall(["otters"])
