@@ -1055,7 +1055,7 @@ def parse_args(argv: list[str] | None, prog: str = "python -m benchmarks") -> ar
         description="memory_rdf benchmarks: scale, cost growth, and every peer side by side.",
         epilog=(
             "Examples:\n"
-            f"  {prog} --quick                 # 10k nodes, about a minute\n"
+            f"  {prog} --quick                 # 10k nodes, about two minutes\n"
             f"  {prog} --full                  # 100k and 1M nodes where disk allows\n"
             f"  {prog} --sizes 10000,100000 --skip levelgraph --data-dir /tmp/bench\n"
             "\nResults go to benchmarks/results/ as JSON, Markdown and PNG."

@@ -257,7 +257,8 @@ def cli() -> None:
     """Long-term associative memory for LLM agents, stored as RDF (Oxigraph).
 
     Each agent's memory lives in DATA_DIR/AGENT. Inspection commands (sparql, export, graph,
-    stats, validate) are read-only and work while another process runs the agent.
+    stats, validate, memories, tasks without --retry) are read-only and work while another
+    process runs the agent.
 
     \b
     Exit codes: 0 ok; 1 error (or validate found violations);
@@ -1070,8 +1071,8 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
     Examples:
       memory-rdf serve --data-dir ~/.memory-rdf                  # stdio, for Claude Desktop
       memory-rdf serve --transport http --port 8765              # http://127.0.0.1:8765/mcp
-      MEMORY_RDF_TOKEN=$(openssl rand -hex 16) \
-        memory-rdf serve --transport http --host 0.0.0.0         # reachable from the network
+      export MEMORY_RDF_TOKEN=$(openssl rand -hex 16)            # the clients' bearer token
+      memory-rdf serve --transport http --host 0.0.0.0           # reachable from the network
     """
     from memory_rdf import MemorySystem, mcp_server
 
@@ -1137,12 +1138,12 @@ def _benchmarks_checkout() -> Path | None:
 def bench(suite_args: tuple[str, ...]) -> int:
     """Measure recall, remember, compression, disk and memory at 10k-1M nodes against a Python
     dict, NetworkX, rdflib, SQLite and LevelGraph in one run; every argument goes to the suite
-    (``memory-rdf bench --help`` lists them). The benchmarks are not part of the wheel: run
+    ('memory-rdf bench --help' lists them). The benchmarks are not part of the wheel: run
     this inside a clone of the memory_rdf repository.
 
     \b
     Examples:
-      memory-rdf bench --quick            # 10k nodes, about a minute
+      memory-rdf bench --quick            # 10k nodes, about two minutes
       memory-rdf bench --full             # 100k and 1M nodes where disk allows
     """
     root = _benchmarks_checkout()

@@ -194,6 +194,29 @@ def test_docs_commands_in_a_block_share_the_data_dir() -> None:
                 assert "--data-dir" in command, f"{doc.name}: {command}"
 
 
+def test_help_examples_are_one_command_a_line() -> None:
+    """Every line of a command's help examples is a command (or a continuation of one): a
+    backslash at a line's end in a docstring joined two example lines into one that no shell
+    runs (serve's token example did)."""
+    from click.testing import CliRunner
+
+    from memory_rdf.cli import cli as group
+
+    starts = ("memory-rdf ", "export ", "echo ", "MEMORY_RDF_")
+    for name in [None, *sorted(n for n in group.commands if n != "bench")]:
+        result = CliRunner().invoke(group, [*([name] if name else []), "--help"],
+                                    terminal_width=100)
+        assert result.exit_code == 0, result.output
+        blocks = re.findall(r"^  Examples?:\n((?:    .*\n)+)", result.output, flags=re.M)
+        assert blocks, f"memory-rdf {name or ''} --help has no examples"
+        previous = ""
+        for line in blocks[0].splitlines():
+            command = line.strip()
+            assert command.startswith(starts) or previous.endswith("\\"), (name, line)
+            assert not re.search(r"\S {3,}memory-rdf ", command), (name, line)
+            previous = command
+
+
 # -- bench --help outside a checkout ------------------------------------------------------------
 
 
