@@ -450,7 +450,7 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
         except (InvalidInputError, InvalidTypeError) as exc:
             raise click.UsageError(str(exc)) from None
     if text:
-        click.echo(text)
+        click.echo(_printable(text))  # memory text is what a chat said: never obey its ESC
     else:
         click.echo("(nothing recalled)", err=True)
 
@@ -496,7 +496,8 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
     except (InvalidInputError, InvalidTypeError) as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:
-        click.echo(json.dumps(listed, ensure_ascii=False, indent=2, default=_json_default))
+        click.echo(_printable(json.dumps(listed, ensure_ascii=False, indent=2,
+                                         default=_json_default), json_escapes=True))
         return
     if not listed:
         click.echo("(no memories)", err=True)
@@ -505,7 +506,7 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
     if not out.is_terminal:  # one line per memory for pipes: id, when, importance, content
         for m in listed:
             mark = "*" if m["in_focus"] else ""
-            content = _one_line(m["content"])
+            content = _printable(_one_line(m["content"]))
             click.echo(f"{m['id']}\t{_when(m)}\t{m['importance']:.2f}{mark}\t{content}")
         return
     table = Table(title=f"Memories of {agent} (* in focus)", show_lines=False)
@@ -515,7 +516,8 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
     table.add_column("content", overflow="fold")
     for m in listed:
         mark = " *" if m["in_focus"] else ""
-        table.add_row(m["id"], _when(m), f"{m['importance']:.2f}{mark}", Text(m["content"]))
+        table.add_row(m["id"], _when(m), f"{m['importance']:.2f}{mark}",
+                      Text(_printable(m["content"])))
     out.print(table)
 
 
@@ -578,7 +580,8 @@ def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
     _agent(agent)
     listed = inspect.tasks(agent, data_dir)
     if as_json:
-        click.echo(json.dumps(listed, ensure_ascii=False, indent=2, default=_json_default))
+        click.echo(_printable(json.dumps(listed, ensure_ascii=False, indent=2,
+                                         default=_json_default), json_escapes=True))
         return 0
     if not listed:
         click.echo("(no journalled remembers)", err=True)
@@ -592,8 +595,10 @@ def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
         when = at.strftime("%Y-%m-%d %H:%M") if at else ""
         if not out.is_terminal:
             click.echo("\t".join([t["status"], when, str(t["attempts"]),
-                                  _one_line(t["text"]), _one_line(t["error"])]))
-        table.add_row(t["status"], when, str(t["attempts"]), Text(t["text"]), Text(t["error"]))
+                                  _printable(_one_line(t["text"])),
+                                  _printable(_one_line(t["error"]))]))
+        table.add_row(t["status"], when, str(t["attempts"]), Text(_printable(t["text"])),
+                      Text(_printable(t["error"])))
     if out.is_terminal:
         out.print(table)
     return 0
@@ -826,7 +831,7 @@ def _sparql(agent: str, text: str, fmt: str, data_dir: Where) -> None:
     for c in columns:
         table.add_column(c, overflow="fold")
     for row in rows:
-        table.add_row(*(Text(v) for v in row))
+        table.add_row(*(Text(_printable(v)) for v in row))
     out.print(table)
 
 

@@ -364,3 +364,41 @@ def test_an_answer_that_is_not_sparql_results_is_a_store_error(
                     call()
             proxy.garbage = None
             assert "otters" in mem.recall(["otters"])
+
+
+# -- memory text reaching a terminal ----------------------------------------------------------
+
+#: What a chat can carry: OSC 0 (window title), CSI 2J (clear screen), OSC 52 (write the
+#: clipboard), an 8-bit CSI, a bidi override.
+ESCAPES = "\x1b]0;PWNED\x07 \x1b[2J \x1b]52;c;ZWNobyBoaQ==\x07 \x9b31m \u202e"
+
+
+def test_the_cli_never_writes_stored_control_characters_raw(tmp_path: Path) -> None:
+    # Before: `stats` escaped them (issue 17) but `recall`, `memories` (pipe, table, --json),
+    # `sparql`'s table and `tasks` printed them raw, so a remembered chat could retitle,
+    # clear or drive the terminal of whoever inspects the memory.
+    content = f"otters {ESCAPES} end"
+    with MemoryManager("esc", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": content}])
+    failing = ScriptedModel(fail={"segment": -1})
+    with MemoryManager("esc", data_dir=tmp_path, config=FAST.replace(max_retries=0),
+                       model=failing) as mem:
+        mem.remember([{"role": "user", "content": f"failed {ESCAPES}"}])
+        assert mem.wait_idle(30)
+        assert mem.stats()["failed_tasks"] == 1
+    where = ["--data-dir", str(tmp_path)]
+    for args in (["recall", "esc", "otters"], ["memories", "esc"], ["memories", "esc", "--json"],
+                 ["sparql", "esc", "SELECT ?c WHERE { ?n memory:content ?c }"],
+                 ["tasks", "esc"], ["tasks", "esc", "--json"]):
+        result = subprocess.run([memory_rdf_command(), *args, *where], capture_output=True,
+                                text=True, encoding="utf-8", timeout=120)
+        assert result.returncode == 0, (args, result.stderr)
+        shown = result.stdout
+        assert "otters" in shown or "failed" in shown, (args, shown)
+        for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
+            assert raw not in shown, (args, raw, shown)
+        assert "\\x1b" in shown or "\\u001b" in shown, (args, shown)
+    listed = json.loads(subprocess.run(
+        [memory_rdf_command(), "memories", "esc", "--json", *where], capture_output=True,
+        text=True, encoding="utf-8", timeout=120, check=True).stdout)
+    assert listed[0]["content"] == content  # --json stays exact JSON
