@@ -481,8 +481,9 @@ def _when(memory: dict[str, Any]) -> str:
 def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: str | None,
              limit: int, offset: int, as_json: bool, data_dir: Where) -> None:
     """List the agent's memories, newest first (said time where known, else creation time):
-    id, date, importance and content. KEYWORDs keep the memories that contain one (as recall
-    matches). Read-only: works while another process holds the agent.
+    id, date, importance (* = in the focus) and content; piped, one tab-separated line per
+    memory. KEYWORDs keep the memories that contain one (as recall matches). Read-only: works
+    while another process holds the agent.
 
     \b
     Example:
