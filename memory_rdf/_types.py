@@ -142,7 +142,12 @@ def parse_time(value: object, what: str) -> datetime:
         )
     if moment.tzinfo is None:
         return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is in year 0 in UTC, 9999-12-31T23:00-02:00
+        raise InvalidInputError(  # in year 10000: neither is a datetime
+            f"{what} {value!r} is outside the years 1-9999 once converted to UTC"
+        ) from None
 
 
 def said_at(messages: Sequence[Message]) -> datetime | None:

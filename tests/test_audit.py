@@ -402,3 +402,24 @@ def test_the_cli_never_writes_stored_control_characters_raw(tmp_path: Path) -> N
         [memory_rdf_command(), "memories", "esc", "--json", *where], capture_output=True,
         text=True, encoding="utf-8", timeout=120, check=True).stdout)
     assert listed[0]["content"] == content  # --json stays exact JSON
+
+
+# -- dates at the edges of the calendar -------------------------------------------------------
+
+
+def test_a_time_that_leaves_the_calendar_in_utc_is_refused_at_the_call(tmp_path: Path) -> None:
+    # Before: OverflowError (not the InvalidInputError of a bad date), and through the MCP or
+    # tool path an "internal error" with a logged traceback.
+    from memory_rdf.tools import call_tool
+
+    with MemoryManager("cal", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        for stamp in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"):
+            with pytest.raises(InvalidInputError, match="outside the years 1-9999"):
+                mem.remember([{"role": "user", "content": "then", "timestamp": stamp}])
+            with pytest.raises(InvalidInputError, match="outside the years 1-9999"):
+                mem.recall(["then"], since=stamp)
+            with pytest.raises(InvalidInputError, match="outside the years 1-9999"):
+                call_tool(mem, "memories", {"until": stamp})
+        assert mem.stats()["nodes"] == 0 and mem.pending_remembers() == 0
+        mem.remember([{"role": "user", "content": "then", "timestamp": "0001-01-01T00:00:00Z"}])
+        assert mem.memories()[0]["said_at"].year == 1
