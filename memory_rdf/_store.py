@@ -215,7 +215,9 @@ def render(name_or_text: str, **params: Param) -> str:
                 return ""
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise TypeError(f"{match.group('lname')!r} must be an int >= 0, got {value!r}")
-            return f"{match.group('lkw')} {value}"
+            # Engines read LIMIT/OFFSET as 64-bit (Oxigraph refused 2**64 as a syntax error);
+            # beyond 2**63 - 1 no store has rows to skip or to stop at.
+            return f"{match.group('lkw')} {min(value, 2**63 - 1)}"
         kind, var, name = match.group("kind", "var", "name")
         value = params.get(name)
         if value is None:

@@ -423,3 +423,24 @@ def test_a_time_that_leaves_the_calendar_in_utc_is_refused_at_the_call(tmp_path:
         assert mem.stats()["nodes"] == 0 and mem.pending_remembers() == 0
         mem.remember([{"role": "user", "content": "then", "timestamp": "0001-01-01T00:00:00Z"}])
         assert mem.memories()[0]["said_at"].year == 1
+
+
+# -- page sizes beyond 64 bits -----------------------------------------------------------------
+
+
+def test_a_page_size_beyond_64_bits_is_no_limit_not_a_broken_query(tmp_path: Path) -> None:
+    # Before: memories(limit=10**30) (an int any JSON tool call can carry) and Config sizes
+    # like compression_batch_size=10**30 were written into the query as they were; Oxigraph
+    # refused the number and the call failed with "internal SPARQL did not parse".
+    from memory_rdf.tools import call_tool
+
+    config = FAST.replace(compression_batch_size=10**30, max_entry_nodes=10**30, focus_limit=1)
+    with MemoryManager("big", data_dir=tmp_path, config=config, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "the heron fishes at dawn"}])
+        assert len(mem.memories(limit=10**30)) == 1
+        assert mem.memories(offset=10**30) == []
+        assert json.loads(call_tool(mem, "memories", '{"limit": 1e400}'
+                                    .replace("1e400", "1" + "0" * 40)))[0]["id"]
+        assert "heron" in mem.recall(["heron"], entry="keywords")
+        mem.remember([{"role": "user", "content": "a newer thought"}])  # the heron leaves focus
+        assert mem.run_compression_slice(timeout=60)["scanned"] == 1
