@@ -5,15 +5,18 @@ Examples that talk to a server get a real one on loopback: the SPARQL endpoint e
 ``oxigraph serve`` (their ``db.internal`` URL replaced), the Ollama example the fake LLM server
 that speaks Ollama's protocol. The OpenAI and Anthropic tool loops need those SDKs and keys:
 they are only checked for the names they import from memory_rdf. The docs/inspecting.md
-examples read agent ``demo``, made first by ``memory-rdf demo``.
+examples, and every ``memory-rdf sparql demo …`` line of the docs, read agent ``demo``, made
+first by ``memory-rdf demo``.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -42,6 +45,20 @@ def _examples() -> list[tuple[str, str]]:
 
 
 EXAMPLES = _examples()
+
+
+def _demo_queries() -> list[tuple[str, str]]:
+    found = []
+    for doc in DOCS:
+        text = doc.read_text(encoding="utf-8")
+        for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+            for line in block.splitlines():
+                if line.startswith("memory-rdf sparql demo '"):
+                    found.append((doc.name, line))
+    return found
+
+
+DEMO_QUERIES = _demo_queries()
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +134,12 @@ def _check_memory_rdf_imports(code: str) -> None:
             module = importlib.import_module(node.module)
             for alias in node.names:
                 assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
+
+
+@pytest.mark.parametrize("where,line", DEMO_QUERIES)
+def test_sparql_example_runs_on_the_demo(where: str, line: str, demo_dir: Path) -> None:
+    args = shlex.split(line, comments=True)
+    result = subprocess.run([memory_rdf_command(), *args[1:], "--format", "json"], cwd=demo_dir,
+                            capture_output=True, text=True, timeout=120, env=_env())
+    assert result.returncode == 0, f"{where}: {line}\n{result.stderr}"
+    assert json.loads(result.stdout)["results"]["bindings"], f"{where}: no rows: {line}"
