@@ -11,6 +11,10 @@ evaluation, when it
 
 * reaches outside the store: the ``SERVICE`` or ``LOAD`` keyword anywhere (any case, any
   spacing, in a subquery), or an IRI with the ``file:`` scheme;
+* writes: a SPARQL Update keyword (``INSERT``, ``DELETE``, ``DROP``, ``WITH``, …) anywhere,
+  for an endpoint whose query URL also runs updates (Virtuoso's ``/sparql``); or could be
+  read otherwise by some engine: Virtuoso's ``DEFINE`` pragmas, a backslash outside strings
+  and IRIs (Jena decodes ``\\u`` escapes before it parses);
 * is longer than :data:`MAX_QUERY_CHARS` characters, nests brackets deeper than
   :data:`MAX_NESTING`, or has more than :data:`MAX_OPERATORS` operators.
 
@@ -23,7 +27,12 @@ import math
 import re
 import threading
 
-from memory_rdf._exceptions import InvalidInputError, InvalidTypeError, QueryRefusedError
+from memory_rdf._exceptions import (
+    InvalidInputError,
+    InvalidTypeError,
+    QueryRefusedError,
+    UpdateRefusedError,
+)
 
 #: Longest query text accepted (characters). Long VALUES lists are linear in the engine.
 MAX_QUERY_CHARS = 1_000_000
@@ -34,13 +43,17 @@ MAX_NESTING = 64
 #: algebra tree by one level).
 MAX_OPERATORS = 1_000
 
+#: A character of a prefixed name's local part, its ``\-``-style escapes (PN_LOCAL_ESC) included.
+_LOCAL = r"(?:[\w%:-]|\\[_~.!$&'()*+,;=/?#@%-])"
 _TOKEN = re.compile(
-    r'(?P<skip>\s+|#[^\n]*)'
+    # A comment ends at a line feed or a carriage return (the grammar's EOL), as does a
+    # one-line string: "# x\rSERVICE <…>" is a SERVICE call to the engine.
+    r'(?P<skip>\s+|#[^\r\n]*)'
     r'|(?P<string>"""(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*(?:\'\'\'|\Z)'
-    r'|"(?:[^"\\\n]|\\.)*"?|\'(?:[^\'\\\n]|\\.)*\'?)'
+    r'|"(?:[^"\\\r\n]|\\.)*"?|\'(?:[^\'\\\r\n]|\\.)*\'?)'
     r'|(?P<iri><(?:[^<>"{}|^`\\\s]|\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8})*>)'
     r'|(?P<var>[?$]\w+)'
-    r'|(?P<name>(?:[A-Za-z_][\w-]*(?:\.[\w-]+)*)?:[\w%:-]*(?:\.[\w%:-]+)*)'
+    r'|(?P<name>(?:[A-Za-z_][\w-]*(?:\.[\w-]+)*)?:' + _LOCAL + r'*(?:\.' + _LOCAL + r'+)*)'
     r'|(?P<word>[A-Za-z_]\w*)'
     r'|(?P<number>[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)'
     r'|(?P<op>\|\||&&|!=|<=|>=|\^\^|.)',
@@ -52,6 +65,10 @@ _OPERATORS = {"||", "&&", "=", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/", "
               ".", ";", ","}
 _PATTERN_WORDS = {"UNION", "OPTIONAL", "MINUS", "FILTER", "BIND"}
 _ESCAPES = {"SERVICE", "LOAD"}
+#: SPARQL Update's operation keywords: never a word of a query. A query URL that also runs
+#: updates (Virtuoso's /sparql) ran "# <x>\nWITH <other agent> DELETE …" (the start-of-query
+#: check did not skip that comment): refused wherever they stand.
+_UPDATE_WORDS = {"INSERT", "DELETE", "CLEAR", "CREATE", "DROP", "COPY", "MOVE", "ADD", "WITH"}
 
 
 def check_user_query(query: object) -> str:
@@ -86,6 +103,16 @@ def check_user_query(query: object) -> str:
                     f"{upper} is refused in sparql(): a query reads the agent's memory and "
                     "nothing else (no network, no files)"
                 )
+            if upper in _UPDATE_WORDS:
+                raise UpdateRefusedError(
+                    f"SPARQL Update ({upper}) is refused: the memory is read-only here; change "
+                    "it with remember() and forget()"
+                )
+            if upper == "DEFINE":  # Virtuoso's pragmas: another dataset, fetching the web
+                raise QueryRefusedError(
+                    "DEFINE is refused in sparql(): a query reads the agent's memory and "
+                    "nothing else"
+                )
             if upper in _PATTERN_WORDS:
                 operators += 1
         elif text in _OPEN:
@@ -97,6 +124,11 @@ def check_user_query(query: object) -> str:
                 )
         elif text in _CLOSE:
             depth -= 1
+        elif text == "\\":  # Jena decodes \u escapes everywhere before it parses
+            raise QueryRefusedError(
+                "a backslash outside strings and IRIs is refused in sparql(): some engines "
+                "read \\u escapes there as the characters they stand for"
+            )
         elif text in _OPERATORS:
             operators += 1
         if operators > MAX_OPERATORS:

@@ -345,7 +345,7 @@ def _what_to_fix(kind: str, url: str, response: httpx.Response) -> str:
 # IRIs and comments; "?graph" and "memory:from" are names, not keywords.
 _STRINGS = re.compile(
     r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\''
-    r'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\n]*'
+    r'|"(?:[^"\\\r\n]|\\.)*"|\'(?:[^\'\\\r\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\r\n]*'
 )
 _ASK = re.compile(r"^\s*(?:(?:PREFIX\s+\S*\s*|BASE\s*)\s*)*ASK\b", re.IGNORECASE)
 _SCOPE_KEYWORDS = re.compile(r"(?<![?$:\w])(SERVICE|FROM|GRAPH)\b", re.IGNORECASE)

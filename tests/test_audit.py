@@ -24,8 +24,10 @@ from memory_rdf import (
     InvalidTypeError,
     MemoryManager,
     ModelError,
+    QueryRefusedError,
     SparqlEndpoint,
     StoreError,
+    UpdateRefusedError,
 )
 from memory_rdf.small_model import OpenAIModel
 
@@ -444,3 +446,98 @@ def test_a_page_size_beyond_64_bits_is_no_limit_not_a_broken_query(tmp_path: Pat
         assert "heron" in mem.recall(["heron"], entry="keywords")
         mem.remember([{"role": "user", "content": "a newer thought"}])  # the heron leaves focus
         assert mem.run_compression_slice(timeout=60)["scanned"] == 1
+
+
+# -- the user's SPARQL: what the guard's tokenizer and the engines read differently -----------
+
+
+class _Listener(http.server.BaseHTTPRequestHandler):
+    """Records every request (a SERVICE call reaching the network) and answers like SPARQL."""
+
+    requests: list[str] = []  # noqa: RUF012 - one list per test, set by the fixture
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer()
+
+    def _answer(self) -> None:
+        type(self).requests.append(self.path)
+        body = b'{"head": {"vars": []}, "results": {"bindings": [{}]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_carriage_return_ends_a_comment_for_the_guard_too(tmp_path: Path) -> None:
+    # Before: the guard read "# x\rSERVICE <url> {…}" as one comment, Oxigraph (the grammar's
+    # EOL is CR or LF) as a SERVICE call: sparql() sent an HTTP request to the URL.
+    handler = type("Handler", (_Listener,), {"requests": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/sparql"
+    try:
+        with MemoryManager("cr", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+            for query in (f"SELECT * WHERE {{ # hidden\rSERVICE <{url}> {{ ?s ?p ?o }} }}",
+                          f"SELECT * WHERE {{ # hidden\r\nSERVICE <{url}> {{ ?s ?p ?o }} }}"):
+                with pytest.raises(QueryRefusedError, match="SERVICE is refused"):
+                    mem.sparql(query)
+            assert mem.sparql("ASK { } # a comment\r") is True
+            assert mem.sparql('ASK { FILTER("a # b" != "c") } # SERVICE <x>') is True
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert handler.requests == []
+
+
+def test_update_words_are_refused_anywhere_in_a_query(tmp_path: Path) -> None:
+    # Before: only a query *starting* with an update keyword was refused, after comments were
+    # stripped — but not a comment holding <, >, " or ', so "# <x>\nDROP ALL" passed.
+    with MemoryManager("upd", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "a fact about moles"}])
+        for query in ("# <x>\nDROP ALL", "# 'x'\nINSERT DATA { <urn:a> <urn:b> <urn:c> }",
+                      "# <x>\nWITH <urn:g> DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }",
+                      "SELECT * WHERE { ?s ?p ?o } ; CLEAR DEFAULT"):
+            with pytest.raises(UpdateRefusedError, match="is refused"):
+                mem.sparql(query)
+        with pytest.raises(QueryRefusedError, match="DEFINE is refused"):
+            mem.sparql("DEFINE input:same-as \"yes\" SELECT * WHERE { ?s ?p ?o }")
+        with pytest.raises(QueryRefusedError, match="backslash"):
+            mem.sparql(r"SELECT * WHERE { ?s ?p ?o } \u0023 x")
+        # Words in strings, IRIs, comments, variables and prefixed names still run.
+        assert mem.sparql(
+            'PREFIX delete: <urn:d/> SELECT ?insert WHERE { BIND("DROP ALL" AS ?insert) '
+            "FILTER(?insert != delete:with) } # WITH <x> DELETE") == [{"insert": "DROP ALL"}]
+        assert "moles" in mem.recall(["moles"])
+
+
+def test_a_read_only_sparql_cannot_write_through_a_virtuoso_query_url(virtuoso: Server) -> None:
+    # Before: on Virtuoso (one /sparql URL for queries and updates, as SPEC §8 allows) agent
+    # "attacker"'s read-only sparql() — the MCP sparql tool, marked read-only — deleted every
+    # triple of agent "victim": "# <x>\nWITH <…/agent/victim> DELETE {…} WHERE {…}".
+    from memory_rdf import MemorySystem
+
+    with SparqlEndpoint(virtuoso.query_url, update_url=virtuoso.update_url) as ep, \
+            MemorySystem(endpoint=ep, config=FAST, model=ScriptedModel()) as system:
+        try:
+            victim, attacker = system.agent("victim"), system.agent("attacker")
+            victim.remember([{"role": "user", "content": "the victim's secret"}])
+            attacker.remember([{"role": "user", "content": "hello"}])
+            for query in (
+                "# <x>\nWITH <https://w3id.org/memory-rdf/agent/victim> "
+                "DELETE { ?s ?p ?o } WHERE { ?s ?p ?o }",
+                "# <x>\nINSERT DATA { <urn:a> <urn:b> <urn:c> }",
+                "# <x>\nCLEAR ALL",
+            ):
+                with pytest.raises(UpdateRefusedError):
+                    attacker.sparql(query)
+            assert "secret" in victim.recall(["secret"])
+            assert "hello" in attacker.recall(["hello"])
+        finally:
+            virtuoso.clear()
