@@ -703,8 +703,8 @@ def sparql(agent: str, query: str, fmt: str, timeout: float, data_dir: Where) ->
     """Run a read-only SPARQL query over the agent's memory graph.
 
     The memory:, node:, link: and xsd: prefixes are predeclared. @FILE reads the query from
-    a file, - or @- from stdin. CONSTRUCT/DESCRIBE results are printed as N-Triples in the
-    json/xml/csv/tsv formats, which are written as the rows come. SPARQL Update, SERVICE,
+    a file, - or @- from stdin. The json/xml/csv/tsv formats are written as the rows come;
+    with them, CONSTRUCT/DESCRIBE results are printed as N-Triples. SPARQL Update, SERVICE,
     LOAD and file: IRIs are refused. The query runs beside the command, which stops it (and
     exits) after --timeout seconds or at Ctrl-C, even inside an aggregate the engine cannot
     interrupt.
