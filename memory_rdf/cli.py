@@ -1015,8 +1015,8 @@ def stats(agent: str, as_json: bool, data_dir: Where) -> None:
 @_data_dir_option
 def validate(agent: str, data_dir: Where) -> None:
     """Check the memory graph against the SHACL shapes; exit 1 with the report if it violates
-    them. Needs pyshacl (pip install "memory-rdf[shacl]"): exit 3 without it, so a script
-    can tell "not checked" from "damaged".
+    them. Needs pyshacl (pip install "memory-rdf[shacl]", or ".[shacl]" in a clone): exit 3
+    without it, so a script can tell "not checked" from "damaged".
 
     \b
     Example:
@@ -1027,7 +1027,8 @@ def validate(agent: str, data_dir: Where) -> None:
         import pyshacl  # noqa: F401
     except ImportError:
         raise _CliError("validate needs pyshacl, which is not installed: "
-                       "pip install \"memory-rdf[shacl]\"", EXIT_MISSING_DEPENDENCY) from None
+                       "pip install \"memory-rdf[shacl]\" (in a clone of the repository: "
+                       "pip install \".[shacl]\")", EXIT_MISSING_DEPENDENCY) from None
     conforms, report = inspect.validate(agent, data_dir)
     if conforms:
         click.echo(f"agent {agent!r} conforms to the memory_rdf SHACL shapes")
@@ -1065,7 +1066,7 @@ def validate(agent: str, data_dir: Where) -> None:
 def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
           token: str | None, call_timeout: float, english: bool, data_dir: Where) -> None:
     """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
-    pip install "memory-rdf[mcp]").
+    pip install "memory-rdf[mcp]", or ".[mcp]" in a clone).
 
     Tools: remember, recall, memories, forget, stats, sparql, each with an optional agent_id
     argument (default --agent). One process serves every agent in DATA_DIR; an agent held by

@@ -52,7 +52,7 @@ logger = logging.getLogger("memory_rdf.mcp_server")
 #: What to tell a user whose environment lacks the MCP SDK.
 MCP_MISSING = (
     "the MCP server needs the official MCP Python SDK, which is not installed: "
-    "pip install \"memory-rdf[mcp]\""
+    "pip install \"memory-rdf[mcp]\" (in a clone of the repository: pip install \".[mcp]\")"
 )
 
 INSTRUCTIONS = (
