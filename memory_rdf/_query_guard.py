@@ -15,6 +15,7 @@ evaluation, when it
   for an endpoint whose query URL also runs updates (Virtuoso's ``/sparql``); or could be
   read otherwise by some engine: Virtuoso's ``DEFINE`` pragmas, a backslash outside strings
   and IRIs (Jena decodes ``\\u`` escapes before it parses);
+* runs code on a server: Virtuoso's ``bif:`` and ``sql:`` functions (prefixed or as IRIs);
 * is longer than :data:`MAX_QUERY_CHARS` characters, nests brackets deeper than
   :data:`MAX_NESTING`, or has more than :data:`MAX_OPERATORS` operators.
 
@@ -88,13 +89,18 @@ def check_user_query(query: object) -> str:
         if kind == "skip" or kind == "string" or kind == "var" or kind == "number":
             continue
         if kind == "iri":
-            if _unescape(text[1:-1]).lower().startswith("file:"):
+            iri = _unescape(text[1:-1]).lower()
+            if iri.startswith("file:"):
                 raise QueryRefusedError(
                     f"file: IRIs are refused in sparql() ({_clip(text)}): a query reads the "
                     "agent's memory and nothing else"
                 )
+            if iri.startswith(_SERVER_CODE):
+                raise _server_code(text)
             continue
         if kind == "name":
+            if text.partition(":")[0].lower() + ":" in _SERVER_CODE:
+                raise _server_code(text)
             continue
         if kind == "word":
             upper = text.upper()
@@ -137,6 +143,18 @@ def check_user_query(query: object) -> str:
                 "FILTER …); split it, or give long lists as VALUES"
             )
     return query
+
+
+#: Virtuoso's function namespaces: ``bif:exec("SPARQL CLEAR GRAPH <other agent>")`` ran SQL,
+#: and ``sql:`` calls stored procedures, as the server's SPARQL account.
+_SERVER_CODE = ("bif:", "sql:")
+
+
+def _server_code(text: str) -> QueryRefusedError:
+    return QueryRefusedError(
+        f"{_clip(text)} is refused in sparql(): Virtuoso's bif: and sql: functions run SQL "
+        "on the server; a query reads the agent's memory and nothing else"
+    )
 
 
 def _unescape(iri: str) -> str:

@@ -537,6 +537,15 @@ def test_a_read_only_sparql_cannot_write_through_a_virtuoso_query_url(virtuoso: 
             ):
                 with pytest.raises(UpdateRefusedError):
                     attacker.sparql(query)
+            # bif:exec ran SQL as the server's SPARQL account (here: a SPARQL update), sql:
+            # calls its stored procedures; both also as IRIs and under a prefix of one's own.
+            clear = '"SPARQL CLEAR GRAPH <https://w3id.org/memory-rdf/agent/victim>"'
+            for query in (f"SELECT ?x WHERE {{ BIND(bif:exec({clear}) AS ?x) }}",
+                          f"SELECT ?x WHERE {{ BIND(<bif:exec>({clear}) AS ?x) }}",
+                          f"PREFIX b: <bif:> SELECT ?x WHERE {{ BIND(b:exec({clear}) AS ?x) }}",
+                          "SELECT ?x WHERE { BIND(<sql:SPARQL_DELETE_DICT_CONTENT>(1, 2) AS ?x) }"):
+                with pytest.raises(QueryRefusedError, match="bif: and sql: functions"):
+                    attacker.sparql(query)
             assert "secret" in victim.recall(["secret"])
             assert "hello" in attacker.recall(["hello"])
         finally:
