@@ -12,6 +12,7 @@ first by ``memory-rdf demo``.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import json
 import os
@@ -89,6 +90,18 @@ def _env() -> dict[str, str]:
 def test_the_docs_have_python_examples() -> None:
     assert len(EXAMPLES) >= 10
     assert any("inspecting.md" in where for where, _ in EXAMPLES)
+
+
+def test_the_readme_names_every_public_method_and_config_field() -> None:
+    """SPEC §3 and §4: what a user can call or configure is findable in the README."""
+    from memory_rdf import Config, MemoryManager, MemorySystem
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    names = [f.name for f in dataclasses.fields(Config)]
+    names += [n for cls in (MemoryManager, MemorySystem) for n in dir(cls)
+              if not n.startswith("_")]
+    missing = sorted({n for n in names if not re.search(rf"\b{n}\b", text)})
+    assert missing == []
 
 
 def test_no_example_keeps_its_memory_in_a_fixed_absolute_directory() -> None:
