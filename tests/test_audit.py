@@ -44,9 +44,14 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
     upstream = ""
     redirect = False
     garbage: bytes | None = None  # answered instead, as 200 SPARQL JSON, while set
+    sent: list[int] = [0]  # noqa: RUF012 - set by the fixture
+    hung_up = threading.Event()
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if b"endless" in body:
+            self._endless()
+            return
         if type(self).garbage is not None:
             self.send_response(200)
             self.send_header("Content-Type", "application/sparql-results+json")
@@ -75,6 +80,21 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _endless(self) -> None:
+        """An answer that does not end (a cross join streamed by the server) before 160 MB,
+        unless the client hangs up: ``sent`` counts its bytes, ``hung_up`` is set then."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.end_headers()
+        row = b'{"endless": {"type": "literal", "value": "' + b"x" * 1000 + b'"}},'
+        try:
+            self.wfile.write(b'{"head": {"vars": ["endless"]}, "results": {"bindings": [')
+            while type(self).sent[0] < 160 * 2**20:
+                self.wfile.write(row * 64)
+                type(self).sent[0] += len(row) * 64
+        except OSError:
+            type(self).hung_up.set()
+
     def log_message(self, *args: object) -> None:
         pass
 
@@ -82,7 +102,8 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def proxied(oxigraph_server: Server) -> Iterator[tuple[str, type[_Proxy]]]:
     handler = type("Handler", (_Proxy,), {"upstream": oxigraph_server.base, "redirect": False,
-                                          "garbage": None})
+                                          "garbage": None, "sent": [0],
+                                          "hung_up": threading.Event()})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -550,3 +571,29 @@ def test_a_read_only_sparql_cannot_write_through_a_virtuoso_query_url(virtuoso: 
             assert "hello" in attacker.recall(["hello"])
         finally:
             virtuoso.clear()
+
+
+# -- an endpoint's answer that never ends -----------------------------------------------------
+
+
+def test_an_endless_answer_is_cut_off_not_read_into_memory(
+    proxied: tuple[str, type[_Proxy]]
+) -> None:
+    # Before: the answer to the user's query was read whole into memory, also after the
+    # caller's timeout had passed: a cross join over a 700-triple agent, streamed by
+    # oxigraph serve, grew the process by ~100 MB/s until memory ran out (the MCP server
+    # of every agent with it). Now reading stops at the timeout or at 64 MB.
+    from memory_rdf import QueryLimitError, QueryTimeoutError
+
+    base, proxy = proxied
+    with SparqlEndpoint(f"{base}/query", update_url=f"{base}/update") as ep, MemoryManager(
+        "stream", endpoint=ep, config=FAST, model=ScriptedModel()
+    ) as mem:
+        for timeout in (2.0, None):
+            proxy.sent[0] = 0
+            proxy.hung_up.clear()
+            with pytest.raises((QueryTimeoutError, QueryLimitError)):
+                mem.sparql("SELECT ?endless WHERE { ?s ?p ?endless }", timeout=timeout)
+            assert proxy.hung_up.wait(30), "the client kept reading"
+            assert proxy.sent[0] <= 80 * 2**20
+        assert mem.sparql("ASK { }") is True
