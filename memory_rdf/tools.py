@@ -142,6 +142,18 @@ def _sparql(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> 
         raise InvalidInputError(
             f"limit must be at most {SPARQL_TOOL_MAX_LIMIT:,}, got {limit:,}; page with "
             "LIMIT/OFFSET in the query")
+    if mem.endpoint is None:
+        # A model's ORDER BY over a cross join took the whole process's memory: the query
+        # runs in a child process, bounded and killed at the timeout (memory_rdf._sandbox).
+        from memory_rdf._query_guard import SPARQL_TIMEOUT, check_limit, check_timeout
+        from memory_rdf._sandbox import sparql_in_child
+        from memory_rdf._store import refuse_update
+
+        refuse_update(args["query"])
+        seconds = check_timeout(timeout) or SPARQL_TIMEOUT
+        mem._check_open()
+        return _json(sparql_in_child(mem.agent_id, mem.path.parent, args["query"],
+                                     timeout=seconds, limit=check_limit(limit)))
     if timeout is None:
         return _json(mem.sparql(args["query"], limit=limit))
     return _json(mem.sparql(args["query"], timeout=timeout, limit=limit))

@@ -9,6 +9,8 @@ import base64
 import http.server
 import json
 import subprocess
+import sys
+import textwrap
 import threading
 import urllib.error
 import urllib.request
@@ -597,3 +599,41 @@ def test_an_endless_answer_is_cut_off_not_read_into_memory(
             assert proxy.hung_up.wait(30), "the client kept reading"
             assert proxy.sent[0] <= 80 * 2**20
         assert mem.sparql("ASK { }") is True
+
+
+# -- a query the engine cannot interrupt, from the model ---------------------------------------
+
+RUNAWAY = """
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+    from memory_rdf import MemoryManager, QueryLimitError, QueryTimeoutError
+    from memory_rdf.tools import call_tool
+    from tests.helpers import FAST, ScriptedModel
+    with MemoryManager("run", data_dir=sys.argv[1], config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": " | ".join(f"fact {i}" for i in range(30))}])
+        assert mem.wait_idle(60)
+        query = "SELECT * WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i } ORDER BY ?a"
+        try:
+            call_tool(mem, "sparql", {"query": query}, timeout=20)
+        except (QueryLimitError, QueryTimeoutError) as exc:
+            print("stopped:", type(exc).__name__, exc)
+        print("count:", call_tool(mem, "sparql", {"query": "SELECT (COUNT(*) AS ?n) { ?s ?p ?o }"}))
+        print("recall:", call_tool(mem, "recall", {"keywords": ["fact 29"]}))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS bounds memory on Linux")
+def test_the_sparql_tool_survives_an_order_by_the_engine_cannot_interrupt(tmp_path: Path) -> None:
+    # Before: the tool ran the query in the serving process; Oxigraph sorts a cross join in
+    # memory inside one uninterruptible call, so one tool call took every byte it could and
+    # aborted the process ("memory allocation failed", exit 134) — the MCP server with it.
+    # The child interpreter here has 3 GB of address space, as a small machine would.
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(RUNAWAY), str(tmp_path)], capture_output=True,
+        text=True, encoding="utf-8", timeout=300, cwd=Path(__file__).resolve().parents[1],
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "stopped: QueryLimitError" in result.stdout or "stopped: QueryTimeoutError" in (
+        result.stdout), result.stdout
+    assert 'count: [{"n": ' in result.stdout
+    assert "recall: [记忆] fact 29" in result.stdout

@@ -1,0 +1,121 @@
+"""The ``sparql`` tool's queries on an embedded store, each run in a child process.
+
+Oxigraph computes an ``ORDER BY`` or an aggregate before the first row, inside one call that
+nothing in the process can interrupt, and keeps what it sorts in memory: measured, a model's
+``SELECT * WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i } ORDER BY ?a`` over a 700-triple agent
+took 2.5 GB within three seconds and then aborted the process (Rust's allocation failure; the
+kernel's OOM killer without an address-space limit) — the MCP server and every agent it
+served. The tools (:mod:`memory_rdf.tools`, so ``memory-rdf serve`` too) therefore run the
+query in a child interpreter that opens the store read-only (as ``memory-rdf sparql`` does,
+taking no lock), with at most :data:`CHILD_MEMORY` bytes of address space where the platform
+enforces it, killed at the timeout. A query costs ~0.15 s more; :meth:`MemoryManager.sparql`
+itself still runs in the calling process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from memory_rdf import _exceptions as errors
+
+__all__ = ["CHILD_MEMORY", "sparql_in_child"]
+
+#: Most address space of the child (bytes): 4 GiB, or half the machine's memory if less.
+CHILD_MEMORY = 4 * 2**30
+
+
+def _memory_cap() -> int:
+    """:data:`CHILD_MEMORY`, at most half the machine's memory and this process's own limit."""
+    cap = CHILD_MEMORY
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        cap = max(2**30, min(cap, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2))
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            cap = min(cap, soft)
+    except (ImportError, ValueError, OSError):
+        pass
+    return cap
+
+
+def _limit_memory(cap: int) -> None:  # pragma: no cover - runs in the child before exec
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        if soft == resource.RLIM_INFINITY or soft > cap:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def sparql_in_child(
+    agent_id: str, data_dir: Path, query: str, *, timeout: float, limit: int | None
+) -> Any:
+    """:func:`memory_rdf.inspect.sparql` of ``agent_id`` in ``data_dir``, run in a child
+    process; its result (JSON-ready Python values), or the memory_rdf exception it raised.
+
+    Raises:
+        QueryTimeoutError: no answer within ``timeout`` s (the child is killed).
+        QueryLimitError: the child ran out of its memory (or died otherwise).
+        SparqlError, StoreError, …: what the query raised in the child.
+    """
+    request = json.dumps({"agent": agent_id, "data_dir": str(Path(data_dir).resolve()),
+                          "query": query, "timeout": timeout, "limit": limit})
+    cap = _memory_cap()
+    preexec = (lambda: _limit_memory(cap)) if os.name == "posix" else None
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    with subprocess.Popen(
+        [sys.executable, "-m", "memory_rdf._sandbox"], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec, env=env,
+    ) as child:
+        try:
+            out, err = child.communicate(request.encode("utf-8"), timeout=timeout + 5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise errors.QueryTimeoutError(
+                f"the query ran longer than its timeout ({timeout:g} s) and was stopped; "
+                "narrow it (LIMIT, more specific patterns)") from None
+    try:
+        answer = json.loads(out.decode("utf-8"))
+    except ValueError:
+        said = " ".join(err.decode("utf-8", "replace").split())[-300:]
+        raise errors.QueryLimitError(
+            f"the query was stopped: it needed more than {cap / 2**30:.3g} GB of memory or "
+            f"crashed the process running it (exit {child.returncode}; {said or 'no output'});"
+            " narrow it (LIMIT, more specific patterns)") from None
+    if "error" in answer:
+        kind = getattr(errors, answer["error"], None)
+        if not (isinstance(kind, type) and issubclass(kind, errors.MemoryRDFError)):
+            kind = errors.SparqlError
+        raise kind(answer["message"])
+    return answer["result"]
+
+
+def _main() -> None:  # pragma: no cover - the child (tested through the tools)
+    from memory_rdf import inspect
+    from memory_rdf.tools import _json_default
+
+    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    try:
+        result = inspect.sparql(request["agent"], request["query"], request["data_dir"],
+                                timeout=request["timeout"], limit=request["limit"])
+        text = json.dumps({"result": result}, ensure_ascii=False, default=_json_default)
+    except errors.MemoryRDFError as exc:
+        text = json.dumps({"error": type(exc).__name__, "message": str(exc)})
+    sys.stdout.buffer.write(text.encode("utf-8"))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()
