@@ -82,6 +82,11 @@ def check_user_query(query: object) -> str:
             f"the query is {len(query):,} characters long; at most {MAX_QUERY_CHARS:,} are "
             "accepted"
         )
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: before, a StoreError blaming the store
+        raise InvalidInputError(
+            "the query must be valid Unicode text (it holds a lone surrogate)") from None
     depth = deepest = operators = 0
     for match in _TOKEN.finditer(query):
         kind = match.lastgroup

@@ -637,3 +637,16 @@ def test_the_sparql_tool_survives_an_order_by_the_engine_cannot_interrupt(tmp_pa
         result.stdout), result.stdout
     assert 'count: [{"n": ' in result.stdout
     assert "recall: [记忆] fact 29" in result.stdout
+
+
+def test_a_query_holding_a_lone_surrogate_is_bad_input_not_a_store_error(tmp_path: Path) -> None:
+    # Before: StoreError "cannot read the memory store …: 'utf-8' codec can't encode" — the
+    # store blamed for a query JSON can carry ("\ud800"), which MCP clients then reported.
+    from memory_rdf.tools import call_tool
+
+    with MemoryManager("sur", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        query = 'ASK { FILTER("\ud800" = "x") }'
+        with pytest.raises(InvalidInputError, match="valid Unicode"):
+            mem.sparql(query)
+        with pytest.raises(InvalidInputError, match="valid Unicode"):
+            call_tool(mem, "sparql", json.dumps({"query": query}))
