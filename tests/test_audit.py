@@ -650,3 +650,27 @@ def test_a_query_holding_a_lone_surrogate_is_bad_input_not_a_store_error(tmp_pat
             mem.sparql(query)
         with pytest.raises(InvalidInputError, match="valid Unicode"):
             call_tool(mem, "sparql", json.dumps({"query": query}))
+
+
+# -- memory text in the Graphviz picture --------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["a NUL \x00 in a memory",
+                                     "a very long memory " + "word " * 5_000])
+def test_any_memory_text_draws_with_graphviz(tmp_path: Path, content: str) -> None:
+    # Before: Graphviz refused the whole picture — a NUL ends its quoted string, and a quoted
+    # string beyond 16,384 bytes is a syntax error — so one memory a chat (or a model that
+    # keeps long segments) put there broke `memory-rdf graph -o x.svg` for the agent.
+    import shutil
+
+    from memory_rdf import inspect
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    with MemoryManager("dot", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": content}])
+        mem.remember([{"role": "user", "content": "a second memory"}])
+    picture = inspect.graph("dot", tmp_path, format="svg")
+    assert picture.data.startswith(b"<?xml") and picture.nodes == 2
+    dot = inspect.graph("dot", tmp_path, format="dot").data.decode("utf-8")
+    assert "\x00" not in dot and max(len(line) for line in dot.splitlines()) < 16_384

@@ -14,9 +14,17 @@ from memory_rdf._wrap import wrap_label
 __all__ = ["dot_available", "render_dot", "render_svg"]
 
 
+#: Longest text put in one DOT string: Graphviz refuses a quoted string beyond 16,384 bytes
+#: (a whole picture failed on one long memory), and a CJK character takes 3.
+DOT_TEXT_MAX = 2_000
+
+
 def _dot_str(text: str) -> str:
-    """A DOT double-quoted string: backslashes and quotes escaped, line breaks as ``\\n``."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    """A DOT double-quoted string: backslashes and quotes escaped, line breaks as ``\\n``,
+    NUL dropped (it ends the string for Graphviz), at most :data:`DOT_TEXT_MAX` characters."""
+    if len(text) > DOT_TEXT_MAX:
+        text = text[: DOT_TEXT_MAX - 1] + "…"
+    escaped = text.replace("\x00", "").replace("\\", "\\\\").replace('"', '\\"')
     return '"' + escaped.replace("\r", "").replace("\n", "\\n") + '"'
 
 
