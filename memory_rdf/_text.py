@@ -124,17 +124,40 @@ def jieba_module() -> Any:
     return _jieba
 
 
-@lru_cache(maxsize=16384)
+#: Longest run of Han characters given to jieba at once; a longer one is cut in pieces this
+#: long. jieba's HMM (Viterbi) is quadratic in its input: 100,000 repeated characters took
+#: 14 s of the one scheduler thread, and each such run stayed in the caches below as a key.
+#: A real sentence's run between punctuation is far shorter, so its words do not change.
+HAN_RUN_MAX = 500
+
+
+def _pieces(run: str) -> list[str]:
+    return [run[i:i + HAN_RUN_MAX] for i in range(0, len(run), HAN_RUN_MAX)] or [run]
+
+
 def cut_han(run: str) -> tuple[str, ...]:
-    """jieba's words for a run of Han characters (cached)."""
+    """jieba's words for a run of Han characters (cached per piece of :data:`HAN_RUN_MAX`)."""
+    if len(run) <= HAN_RUN_MAX:
+        return _cut(run)
+    return tuple(word for piece in _pieces(run) for word in _cut(piece))
+
+
+def cut_han_for_search(run: str) -> tuple[str, ...]:
+    """jieba's search-mode words for a run of Han characters (cached per piece): the words of
+    :func:`cut_han` plus the dictionary words of two and three characters inside each longer
+    one ("车牌号" gives "车牌", "牌号", "车牌号")."""
+    if len(run) <= HAN_RUN_MAX:
+        return _cut_for_search(run)
+    return tuple(word for piece in _pieces(run) for word in _cut_for_search(piece))
+
+
+@lru_cache(maxsize=16384)
+def _cut(run: str) -> tuple[str, ...]:
     return tuple(jieba_module().lcut(run))
 
 
 @lru_cache(maxsize=16384)
-def cut_han_for_search(run: str) -> tuple[str, ...]:
-    """jieba's search-mode words for a run of Han characters (cached): the words of
-    :func:`cut_han` plus the dictionary words of two and three characters inside each longer
-    one ("车牌号" gives "车牌", "牌号", "车牌号")."""
+def _cut_for_search(run: str) -> tuple[str, ...]:
     return tuple(jieba_module().lcut_for_search(run))
 
 

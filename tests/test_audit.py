@@ -674,3 +674,35 @@ def test_any_memory_text_draws_with_graphviz(tmp_path: Path, content: str) -> No
     assert picture.data.startswith(b"<?xml") and picture.nodes == 2
     dot = inspect.graph("dot", tmp_path, format="dot").data.decode("utf-8")
     assert "\x00" not in dot and max(len(line) for line in dot.splitlines()) < 16_384
+
+
+# -- Chinese text that jieba's HMM takes quadratic time over ------------------------------------
+
+
+def test_a_long_run_of_han_characters_reaches_jieba_in_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a remember of 60,000 repeated Han characters (within max_remember_chars) gave
+    # jieba's Viterbi the whole run: quadratic, 14 s at 100,000 on the one scheduler thread,
+    # every agent's recall waiting; and each such run stayed cached as a key.
+    import jieba.finalseg
+
+    from memory_rdf import HeuristicModel
+    from memory_rdf._text import jieba_module, tokenize
+
+    jieba_module()
+    seen: list[int] = []
+    viterbi = jieba.finalseg.viterbi
+
+    def recording(obs: str, *args: object) -> object:
+        seen.append(len(obs))
+        return viterbi(obs, *args)
+
+    monkeypatch.setattr(jieba.finalseg, "viterbi", recording)
+    run = "我" * 60_000  # single-character words: jieba hands the run to its HMM
+    tokenize(run)
+    with MemoryManager("han", data_dir=tmp_path, config=FAST, model=HeuristicModel()) as mem:
+        mem.remember([{"role": "user", "content": run}])
+        assert mem.wait_idle(120)
+        assert mem.stats()["nodes"] > 0
+    assert max(seen, default=0) <= 500
