@@ -74,9 +74,13 @@ def sparql_in_child(
                           "query": query, "timeout": timeout, "limit": limit})
     cap = _memory_cap()
     preexec = (lambda: _limit_memory(cap)) if os.name == "posix" else None
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    # The package this process runs, first on the path; -P: not the working directory, where
+    # anyone able to write a memory_rdf/ folder would otherwise choose the child's code.
+    package_root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=os.pathsep.join(
+        filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     with subprocess.Popen(
-        [sys.executable, "-m", "memory_rdf._sandbox"], stdin=subprocess.PIPE,
+        [sys.executable, "-P", "-m", "memory_rdf._sandbox"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec, env=env,
     ) as child:
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -706,3 +707,29 @@ def test_a_long_run_of_han_characters_reaches_jieba_in_pieces(
         assert mem.wait_idle(120)
         assert mem.stats()["nodes"] > 0
     assert max(seen, default=0) <= 500
+
+
+def test_the_sparql_child_runs_this_package_not_one_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    # The child was started as `python -m memory_rdf._sandbox`, which puts the working
+    # directory first on the path: serving from a directory where someone could write a
+    # memory_rdf/ folder ran their code.
+    evil = tmp_path / "cwd" / "memory_rdf"
+    evil.mkdir(parents=True)
+    for name in ("__init__.py", "_sandbox.py"):
+        (evil / name).write_text('raise SystemExit("foreign code ran")\n', encoding="utf-8")
+    code = textwrap.dedent("""
+        import sys
+        from memory_rdf import MemoryManager
+        from memory_rdf.tools import call_tool
+        with MemoryManager("w", data_dir=sys.argv[1]) as mem:
+            print(call_tool(mem, "sparql", {"query": "ASK { }"}))
+    """)
+    repo = str(Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [sys.executable, "-P", "-c", code, str(tmp_path / "data")], cwd=evil.parent,
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": repo},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "true"
