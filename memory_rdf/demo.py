@@ -23,6 +23,7 @@ from rich.text import Text
 from memory_rdf._agents import DEFAULT_DATA_DIR, STORE_MARKER, agent_path, validate_agent_id
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import InvalidInputError
+from memory_rdf._journal import refuse_foreign
 from memory_rdf._manager import MemoryManager
 from memory_rdf._remote import SparqlEndpoint, wipe_remote_agent
 from memory_rdf._resources import data_text, query_text
@@ -109,6 +110,8 @@ def run_demo(
     Raises:
         InvalidInputError: ``agent`` is not a valid id, or its directory holds something
             other than a memory store.
+        SchemaVersionError: the directory is an Oxigraph store memory_rdf did not write
+            (left untouched).
         StoreLockedError: another process holds the agent.
     """
     out = console if console is not None else Console(highlight=False)
@@ -129,7 +132,11 @@ def run_demo(
         assert not isinstance(data_dir, SparqlEndpoint)
         path = agent_path(agent, data_dir)
         if (path / STORE_MARKER).is_file():
-            AgentStore(path).close()  # StoreLockedError when another process runs the agent
+            store = AgentStore(path)  # StoreLockedError when another process runs the agent
+            try:
+                refuse_foreign(store)  # someone's own Oxigraph store: never wiped
+            finally:
+                store.close()
         out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
         _wipe_agent(path, out)
         location = str(path)

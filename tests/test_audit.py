@@ -733,3 +733,20 @@ def test_the_sparql_child_runs_this_package_not_one_in_the_working_directory(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "true"
+
+
+def test_the_demo_never_wipes_an_oxigraph_store_it_did_not_write(tmp_path: Path) -> None:
+    # Before: `memory-rdf demo` wiped data_dir/demo whenever it held a RocksDB store, also
+    # someone's own Oxigraph database (which every other command refuses as foreign).
+    import pyoxigraph
+
+    own = pyoxigraph.Store(str(tmp_path / "demo"))
+    own.add(pyoxigraph.Quad(pyoxigraph.NamedNode("urn:a"), pyoxigraph.NamedNode("urn:b"),
+                            pyoxigraph.Literal("precious")))
+    own.flush()
+    del own
+    result = subprocess.run([memory_rdf_command(), "demo", "--data-dir", str(tmp_path)],
+                            capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert result.returncode == 1 and "did not write" in result.stderr, result.stderr
+    kept = pyoxigraph.Store.read_only(str(tmp_path / "demo"))
+    assert [str(q.object) for q in kept] == ['"precious"']
