@@ -46,7 +46,9 @@ def _memory_cap() -> int:
     return cap
 
 
-def _limit_memory(cap: int) -> None:  # pragma: no cover - runs in the child before exec
+def _limit_memory(cap: int) -> None:  # pragma: no cover - runs in the child
+    """Set the child's own address-space limit (not through ``preexec_fn``, which is unsafe
+    in a process with threads: the serving process has RocksDB's and the scheduler's)."""
     try:
         import resource
 
@@ -70,10 +72,9 @@ def sparql_in_child(
         QueryLimitError: the child ran out of its memory (or died otherwise).
         SparqlError, StoreError, …: what the query raised in the child.
     """
-    request = json.dumps({"agent": agent_id, "data_dir": str(Path(data_dir).resolve()),
-                          "query": query, "timeout": timeout, "limit": limit})
     cap = _memory_cap()
-    preexec = (lambda: _limit_memory(cap)) if os.name == "posix" else None
+    request = json.dumps({"agent": agent_id, "data_dir": str(Path(data_dir).resolve()),
+                          "query": query, "timeout": timeout, "limit": limit, "memory": cap})
     # The package this process runs, first on the path; -P: not the working directory, where
     # anyone able to write a memory_rdf/ folder would otherwise choose the child's code.
     package_root = str(Path(__file__).resolve().parents[1])
@@ -81,7 +82,7 @@ def sparql_in_child(
         filter(None, [package_root, os.environ.get("PYTHONPATH")])))
     with subprocess.Popen(
         [sys.executable, "-P", "-m", "memory_rdf._sandbox"], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     ) as child:
         try:
             out, err = child.communicate(request.encode("utf-8"), timeout=timeout + 5)
@@ -112,6 +113,7 @@ def _main() -> None:  # pragma: no cover - the child (tested through the tools)
     from memory_rdf.tools import _json_default
 
     request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    _limit_memory(int(request["memory"]))
     try:
         result = inspect.sparql(request["agent"], request["query"], request["data_dir"],
                                 timeout=request["timeout"], limit=request["limit"])
