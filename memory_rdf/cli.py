@@ -1099,6 +1099,7 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
         raise _CliError(str(exc), 2) from None
     config = Config(templates=Templates.english() if english else Templates())
     err = _stderr()
+    _raise_open_files_limit()
     system = (MemorySystem(endpoint=data_dir, model=_model(), config=config)
               if isinstance(data_dir, SparqlEndpoint)
               else MemorySystem(data_dir=data_dir, model=_model(), config=config))
@@ -1119,6 +1120,23 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
                                 on_listening=listening, call_timeout=call_timeout or None)
     finally:
         system.close(timeout=10)
+
+
+def _raise_open_files_limit() -> None:
+    """The server opens an agent's store (~18 files each, more as it grows) for every agent id
+    a client names and keeps it open: with a soft limit of 256 (macOS's default for apps that
+    start MCP servers) the 14th agent failed with "Too many open files". Raise the soft limit
+    to the hard one (at most 65,536; macOS refuses more than OPEN_MAX, 10,240)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = 10_240 if sys.platform == "darwin" else 65_536
+    wanted = ceiling if hard == resource.RLIM_INFINITY else min(hard, ceiling)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 # -- bench --------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import base64
 import http.server
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -750,3 +751,32 @@ def test_the_demo_never_wipes_an_oxigraph_store_it_did_not_write(tmp_path: Path)
     assert result.returncode == 1 and "did not write" in result.stderr, result.stderr
     kept = pyoxigraph.Store.read_only(str(tmp_path / "demo"))
     assert [str(q.object) for q in kept] == ['"precious"']
+
+
+# -- the MCP server opening one store per agent id ---------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="sets the limit with the shell's ulimit")
+def test_the_mcp_server_serves_many_agents_under_a_low_open_files_limit(tmp_path: Path) -> None:
+    # Before: every agent id a client names opens a store (~18 files) that stays open; with
+    # the soft limit of 256 that macOS gives apps starting MCP servers, the 14th agent failed
+    # with "Too many open files". `serve` now raises its soft limit to the hard one.
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    command = (f"ulimit -Sn 256 && exec {shlex.quote(memory_rdf_command())} serve "
+               f"--data-dir {shlex.quote(str(tmp_path))}")
+    params = StdioServerParameters(command="/bin/sh", args=["-c", command],
+                                   env={**os.environ, "MEMORY_RDF_MODEL": "heuristic"})
+    errors: list[str] = []
+
+    async def main() -> None:
+        async with Client(params) as client:
+            for i in range(40):
+                result = await client.call_tool("stats", {"agent_id": f"agent{i}"})
+                if result.is_error:
+                    errors.append(str(result.content[0].text))
+
+    anyio.run(main)
+    assert errors == []
+    assert len(list(tmp_path.iterdir())) == 41  # the default agent and the 40 named
