@@ -6,10 +6,11 @@ newline) or a non-ASCII character failed every request, and the error quoted it 
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
 
-__all__ = ["check_header"]
+__all__ = ["check_header", "split_userinfo"]
 
 _NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _VALUE = re.compile(r"[\t\x20-\x7e]*")
@@ -30,3 +31,15 @@ def check_header(name: object, value: object, what: str | None = None) -> str:
             "cannot be sent in an HTTP header (a key read from a file often keeps its newline)"
         )
     return value
+
+
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its ``user:password@`` part, and that (user, password), decoded: the
+    URL is shown in error messages, ``repr()``, ``stats()`` and logs, the password never."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    user = unquote(parts.username or "")
+    password = unquote(parts.password or "")
+    return urlunsplit(parts._replace(netloc=host)), (user, password)

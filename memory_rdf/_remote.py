@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import tenacity
 
@@ -37,7 +37,7 @@ from memory_rdf._exceptions import (
     StoreError,
     StoreLockedError,
 )
-from memory_rdf._headers import check_header
+from memory_rdf._headers import check_header, split_userinfo
 from memory_rdf._store import (
     Graphs,
     MemoryStore,
@@ -109,17 +109,6 @@ def _check_url(name: str, url: object) -> str:
     return url
 
 
-def _without_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
-    """``url`` without its ``user:password@`` part, and that (user, password), decoded."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url, None
-    host = parts.netloc.rpartition("@")[2]
-    user = unquote(parts.username or "")
-    password = unquote(parts.password or "")
-    return urlunsplit(parts._replace(netloc=host)), (user, password)
-
-
 class Retry:
     """Retries with exponential backoff (``max_retries``, ``retry_initial_delay``,
     ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx."""
@@ -179,8 +168,8 @@ class SparqlEndpoint:
 
         # Credentials written into a URL (http://user:password@host/…) become basic auth and
         # leave the URL: it is shown in every error, in stats() (an MCP tool's answer) and logs.
-        self.query_url, in_query = _without_userinfo(_check_url("query_url", query_url))
-        self.update_url, in_update = _without_userinfo(_check_url(
+        self.query_url, in_query = split_userinfo(_check_url("query_url", query_url))
+        self.update_url, in_update = split_userinfo(_check_url(
             "update_url", update_url if update_url is not None else query_url
         ))
         userinfo = {u for u in (in_query, in_update) if u is not None}
@@ -287,7 +276,7 @@ class SparqlEndpoint:
         if not 200 <= response.status_code < 300:
             # A redirect (an HTTP→HTTPS move, a login proxy) is not followed: the POST would
             # not be sent again, and taken for success an update was silently dropped.
-            target = _without_userinfo(response.headers.get("location", "?"))[0]
+            target = split_userinfo(response.headers.get("location", "?"))[0]
             raise StoreError(
                 f"the SPARQL endpoint {url} answered the {kind} with {response.status_code} "
                 f"{response.reason_phrase} (to {target}), not an answer: redirects are not "

@@ -780,3 +780,23 @@ def test_the_mcp_server_serves_many_agents_under_a_low_open_files_limit(tmp_path
     anyio.run(main)
     assert errors == []
     assert len(list(tmp_path.iterdir())) == 41  # the default agent and the 40 named
+
+
+def test_a_password_in_a_model_url_is_sent_but_never_shown(
+    recording: tuple[str, type[_Recording]]
+) -> None:
+    # Before: OllamaModel("m", base_url="http://ann:s3cret@host") put the password in repr()
+    # and in every ModelError ("cannot reach http://ann:s3cret@…"), which the manager logs and
+    # keeps as stats()["model_last_error"] (shown by the MCP stats tool).
+    from memory_rdf import PermanentModelError
+    from memory_rdf.small_model import OllamaModel
+
+    host, handler = recording
+    with OllamaModel("m", base_url=f"http://ann:s3cret@{host}", timeout=10) as model:
+        assert "s3cret" not in repr(model)
+        with pytest.raises(PermanentModelError, match="refused the credentials") as refused:
+            model.segment("user: hello")
+        assert "s3cret" not in str(refused.value)
+    assert handler.seen == ["Basic " + base64.b64encode(b"ann:s3cret").decode()]
+    with pytest.raises(InvalidInputError, match="credentials once"):
+        OpenAIModel("m", base_url=f"http://ann:s3cret@{host}/v1", api_key="sk-1")

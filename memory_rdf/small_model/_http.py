@@ -49,7 +49,7 @@ from memory_rdf._exceptions import (
     ModelError,
     PermanentModelError,
 )
-from memory_rdf._headers import check_header
+from memory_rdf._headers import check_header, split_userinfo
 from memory_rdf._types import Processed
 from memory_rdf.small_model._answers import (
     check_processed_item,
@@ -154,6 +154,11 @@ class HTTPModel:
             raise InvalidInputError(f"base_url must start with http:// or https://: {base_url!r}")
         for name, value in (headers or {}).items():
             check_header(name, value)
+        # http://user:password@host/…: basic auth, and the password out of every message.
+        base_url, userinfo = split_userinfo(base_url)
+        if userinfo and any(k.lower() == "authorization" for k in headers or {}):
+            raise InvalidInputError(
+                "give the credentials once: an API key or a user:password@ in base_url")
         self.model = model.strip()
         self.base_url = base_url.rstrip("/")
         #: Seconds each request may take (see :meth:`use_default_timeout`).
@@ -161,6 +166,7 @@ class HTTPModel:
         self.timeout_is_explicit = timeout is not None
         hx = _httpx()
         self._client: httpx.Client = hx.Client(
+            auth=hx.BasicAuth(*userinfo) if userinfo else None,
             timeout=hx.Timeout(self.timeout),  # each request passes the timeout of the moment
             headers={"Content-Type": "application/json", **(headers or {})},
             follow_redirects=True,
