@@ -607,7 +607,7 @@ def test_an_endless_answer_is_cut_off_not_read_into_memory(
 
 RUNAWAY = """
     import resource, sys
-    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**29, resource.RLIM_INFINITY))
     from memory_rdf import MemoryManager, QueryLimitError, QueryTimeoutError
     from memory_rdf.tools import call_tool
     from tests.helpers import FAST, ScriptedModel
@@ -629,7 +629,7 @@ def test_the_sparql_tool_survives_an_order_by_the_engine_cannot_interrupt(tmp_pa
     # Before: the tool ran the query in the serving process; Oxigraph sorts a cross join in
     # memory inside one uninterruptible call, so one tool call took every byte it could and
     # aborted the process ("memory allocation failed", exit 134) — the MCP server with it.
-    # The child interpreter here has 3 GB of address space, as a small machine would.
+    # The child interpreter here has 1.5 GB of address space, as a small machine would.
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(RUNAWAY), str(tmp_path)], capture_output=True,
         text=True, encoding="utf-8", timeout=300, cwd=Path(__file__).resolve().parents[1],
