@@ -23,6 +23,7 @@ import os
 import queue
 import re
 import shutil
+import stat
 import threading
 import traceback
 import weakref
@@ -1417,7 +1418,7 @@ class AgentStore(MemoryStore):
             else:
                 _finish_rewrite(path)
                 _refuse_foreign_directory(path)
-                path.mkdir(parents=True, exist_ok=True)
+                _private_directory(path)
                 self._store = ox.Store(str(path))
         self._start_mirror()
 
@@ -1558,8 +1559,12 @@ class AgentStore(MemoryStore):
                         shutil.rmtree(leftover)
                 dump.unlink(missing_ok=True)
                 # Through a file, not memory: N-Quads run to ~16 kB per node (measured at 10k
-                # nodes: 157 MB), and both calls stream it.
+                # nodes: 157 MB), and both calls stream it. The file holds every memory and
+                # sits beside the agents' directories: readable by the owner only.
+                os.close(os.open(dump, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
                 self.store.dump(output=str(dump), format=ox.RdfFormat.N_QUADS)
+                new.mkdir()  # the copy keeps the permissions of the directory it replaces
+                os.chmod(new, stat.S_IMODE(path.stat().st_mode))
                 fresh = ox.Store(str(new))
                 fresh.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
                 fresh.flush()
@@ -1816,6 +1821,15 @@ def _refuse_foreign_directory(path: Path) -> None:
             f"{path} is not a memory store: it holds other files ({shown}); it is left "
             "untouched: choose another agent id or data directory"
         )
+
+
+def _private_directory(path: Path) -> None:
+    """Create an agent's store directory readable by its owner only (``0700``: it holds
+    someone's conversations), and the data directory as well when this creates it. A
+    directory that exists already keeps its permissions."""
+    if not path.parent.is_dir():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.mkdir(mode=0o700, exist_ok=True)
 
 
 def _finish_rewrite(path: Path) -> None:
