@@ -8,18 +8,61 @@ Each server runs as a child process on a free port; :meth:`Server.kill` sends SI
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
 from memory_rdf import SparqlEndpoint
+
+
+@contextlib.contextmanager
+def loopback(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on a free loopback port from a thread; yields ``http://127.0.0.1:PORT``
+    and stops the server on exit."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class SparqlRecorder(http.server.BaseHTTPRequestHandler):
+    """Records every request as ``"METHOD path"`` (e.g. a SERVICE call that reached the network)
+    and answers like a SPARQL endpoint (one empty solution). Subclass it with a fresh
+    ``requests`` list per test: ``type("Handler", (SparqlRecorder,), {"requests": []})``."""
+
+    requests: list[str] = []  # noqa: RUF012 - replaced per test
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self._answer()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._answer()
+
+    def _answer(self) -> None:
+        type(self).requests.append(f"{self.command} {self.path}")
+        body = b'{"head": {"vars": []}, "results": {"bindings": [{}]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def free_port() -> int:

@@ -36,7 +36,7 @@ from memory_rdf import (
 from memory_rdf.small_model import OpenAIModel
 
 from helpers import FAST, ScriptedModel, memory_rdf_command
-from servers import Server
+from servers import Server, SparqlRecorder, loopback
 
 # -- an endpoint behind a proxy that starts redirecting --------------------------------------
 
@@ -108,14 +108,10 @@ def proxied(oxigraph_server: Server) -> Iterator[tuple[str, type[_Proxy]]]:
     handler = type("Handler", (_Proxy,), {"upstream": oxigraph_server.base, "redirect": False,
                                           "garbage": None, "sent": [0],
                                           "hung_up": threading.Event()})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+        with loopback(handler) as base:
+            yield base, handler
     finally:
-        httpd.shutdown()
-        httpd.server_close()
         oxigraph_server.clear()
 
 
@@ -185,14 +181,8 @@ class _Recording(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def recording() -> Iterator[tuple[str, type[_Recording]]]:
     handler = type("Handler", (_Recording,), {"seen": [], "status": 401})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}", handler
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with loopback(handler) as base:
+        yield base.removeprefix("http://"), handler
 
 
 def test_a_password_in_the_endpoint_url_is_sent_but_never_shown(
@@ -319,14 +309,8 @@ class _Answering(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def answering() -> Iterator[tuple[str, type[_Answering]]]:
     handler = type("Handler", (_Answering,), {"body": b""})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with loopback(handler) as base:
+        yield base, handler
 
 
 def test_json_nested_too_deep_is_a_bad_answer_not_a_recursion_error(
@@ -476,38 +460,12 @@ def test_a_page_size_beyond_64_bits_is_no_limit_not_a_broken_query(tmp_path: Pat
 # -- the user's SPARQL: what the guard's tokenizer and the engines read differently -----------
 
 
-class _Listener(http.server.BaseHTTPRequestHandler):
-    """Records every request (a SERVICE call reaching the network) and answers like SPARQL."""
-
-    requests: list[str] = []  # noqa: RUF012 - one list per test, set by the fixture
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._answer()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._answer()
-
-    def _answer(self) -> None:
-        type(self).requests.append(self.path)
-        body = b'{"head": {"vars": []}, "results": {"bindings": [{}]}}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/sparql-results+json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_a_carriage_return_ends_a_comment_for_the_guard_too(tmp_path: Path) -> None:
     # Before: the guard read "# x\rSERVICE <url> {…}" as one comment, Oxigraph (the grammar's
     # EOL is CR or LF) as a SERVICE call: sparql() sent an HTTP request to the URL.
-    handler = type("Handler", (_Listener,), {"requests": []})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{httpd.server_address[1]}/sparql"
-    try:
+    handler = type("Handler", (SparqlRecorder,), {"requests": []})
+    with loopback(handler) as base:
+        url = f"{base}/sparql"
         with MemoryManager("cr", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
             for query in (f"SELECT * WHERE {{ # hidden\rSERVICE <{url}> {{ ?s ?p ?o }} }}",
                           f"SELECT * WHERE {{ # hidden\r\nSERVICE <{url}> {{ ?s ?p ?o }} }}"):
@@ -515,9 +473,6 @@ def test_a_carriage_return_ends_a_comment_for_the_guard_too(tmp_path: Path) -> N
                     mem.sparql(query)
             assert mem.sparql("ASK { } # a comment\r") is True
             assert mem.sparql('ASK { FILTER("a # b" != "c") } # SERVICE <x>') is True
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert handler.requests == []
 
 

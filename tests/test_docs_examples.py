@@ -28,7 +28,7 @@ import pytest
 from benchmarks._fake_llm import FakeLLM
 
 from helpers import memory_rdf_command
-from servers import Server, oxigraph_command
+from servers import Server
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -72,13 +72,11 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd
 
 
-@pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    if oxigraph_command() is None:
-        pytest.skip("the oxigraph CLI is not installed (it comes with pip install '.[test]')")
-    server = Server(tmp_path_factory.mktemp("docs_oxigraph")).start()
-    yield server
-    server.stop()
+@pytest.fixture
+def endpoint(oxigraph_server: Server) -> Iterator[Server]:
+    """The session's ``oxigraph serve`` (conftest), emptied after the example."""
+    yield oxigraph_server
+    oxigraph_server.clear()
 
 
 def _env() -> dict[str, str]:

@@ -37,7 +37,7 @@ from memory_rdf._remote import RemoteStore
 from memory_rdf._store import AgentStore
 
 from helpers import FAST, ScriptedModel, memory_rdf_command, remember, say
-from servers import Server, oxigraph_command
+from servers import Server, loopback, oxigraph_command
 
 pytestmark = pytest.mark.skipif(
     oxigraph_command() is None,
@@ -338,12 +338,8 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def refusing() -> Iterator[tuple[str, type[_Refusing]]]:
     handler = type("Handler", (_Refusing,), {"seen": []})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
-    httpd.shutdown()
-    httpd.server_close()
+    with loopback(handler) as base:
+        yield base, handler
 
 
 @pytest.mark.parametrize("status, fix", [

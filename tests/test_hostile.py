@@ -8,13 +8,11 @@ test instead of killing the test runner. Sizes are the smallest that reproduced.
 
 from __future__ import annotations
 
-import http.server
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Generator, Iterator
 from concurrent.futures import Future
@@ -38,6 +36,7 @@ from memory_rdf._calls import Backoff
 from memory_rdf._scheduler import Agent, Scheduler, Task, TaskKind
 from memory_rdf._store import lit, render
 from tests.helpers import FAST, ScriptedModel, memory_rdf_command, remember
+from tests.servers import SparqlRecorder, loopback
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -194,41 +193,12 @@ def test_ordinary_queries_still_run(store_dir: Path) -> None:
 # -- 2. sparql() reaches the network ----------------------------------------------------------
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    requests: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-        self._answer()
-
-    def do_POST(self) -> None:  # noqa: N802
-        self._answer()
-
-    def _answer(self) -> None:
-        type(self).requests.append(f"{self.command} {self.path}")
-        body = b'{"head": {"vars": []}, "results": {"bindings": [{}]}}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/sparql-results+json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
 def listener() -> Iterator[tuple[str, list[str]]]:
     """A loopback HTTP server that records every request it gets (and answers like SPARQL)."""
     requests: list[str] = []
-    handler = type("Handler", (_Recorder,), {"requests": requests})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/sparql", requests
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback(type("Handler", (SparqlRecorder,), {"requests": requests})) as base:
+        yield f"{base}/sparql", requests
 
 
 def _escapes(url: str) -> list[str]:
