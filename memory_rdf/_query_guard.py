@@ -12,14 +12,17 @@ evaluation, when it
 * reaches outside the store: the ``SERVICE`` or ``LOAD`` keyword anywhere (any case, any
   spacing, in a subquery), or an IRI with the ``file:`` scheme;
 * writes: a SPARQL Update keyword (``INSERT``, ``DELETE``, ``DROP``, ``WITH``, …) anywhere,
-  for an endpoint whose query URL also runs updates (Virtuoso's ``/sparql``); or could be
-  read otherwise by some engine: Virtuoso's ``DEFINE`` pragmas, a backslash outside strings
-  and IRIs (Jena decodes ``\\u`` escapes before it parses);
+  or ``LOAD`` as the query's operation (:class:`UpdateRefusedError`) — also for an endpoint
+  whose query URL runs updates (Virtuoso's ``/sparql``); or could be read otherwise by some
+  engine: Virtuoso's ``DEFINE`` pragmas, a backslash outside strings and IRIs (Jena decodes
+  ``\\u`` escapes before it parses);
 * runs code on a server: Virtuoso's ``bif:`` and ``sql:`` functions (prefixed or as IRIs);
 * is longer than :data:`MAX_QUERY_CHARS` characters, nests brackets deeper than
   :data:`MAX_NESTING`, or has more than :data:`MAX_OPERATORS` operators.
 
 A word inside a string literal or a comment is not a keyword; a comment cannot hide one.
+This is the one reader of the user's query before the engine: the endpoint store's own checks
+(SPEC §8: no ``FROM``, ``GRAPH``, ``SERVICE``) read its :func:`keywords` too.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections.abc import Iterator
 
 from memory_rdf._exceptions import (
     InvalidInputError,
@@ -72,9 +76,30 @@ _ESCAPES = {"SERVICE", "LOAD"}
 _UPDATE_WORDS = {"INSERT", "DELETE", "CLEAR", "CREATE", "DROP", "COPY", "MOVE", "ADD", "WITH"}
 
 
+#: Keywords of a query's prologue, before its operation.
+_PROLOGUE = {"PREFIX", "BASE"}
+
+
+def keywords(query: str) -> Iterator[str]:
+    """The query's keywords, upper-cased, in order: its words outside strings, IRIs,
+    comments, variables and prefixed names (``?graph`` and ``memory:from`` are none), read as
+    :func:`check_user_query` reads them."""
+    for match in _TOKEN.finditer(query):
+        if match.lastgroup == "word":
+            yield match.group().upper()
+
+
+def query_form(query: str) -> str | None:
+    """The query's operation keyword (``SELECT``, ``ASK``, ``CONSTRUCT``, …): its first
+    keyword after the PREFIX and BASE declarations."""
+    return next((word for word in keywords(query) if word not in _PROLOGUE), None)
+
+
 def check_user_query(query: object) -> str:
-    """The query back when it may run; :class:`QueryRefusedError` (a ``SparqlError``, so a
-    ``ValueError``) saying why not (see the module docstring)."""
+    """The query back when it may run; :class:`UpdateRefusedError` for SPARQL Update, or
+    :class:`QueryRefusedError` (both ``SparqlError``, so ``ValueError``) saying why not (see
+    the module docstring). The one read-only check of the user's SPARQL: ``sparql()``,
+    inspection, the CLI, the tools."""
     if not isinstance(query, str):
         raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
@@ -88,6 +113,7 @@ def check_user_query(query: object) -> str:
         raise InvalidInputError(
             "the query must be valid Unicode text (it holds a lone surrogate)") from None
     depth = deepest = operators = 0
+    lead = True  # no keyword yet but PREFIX and BASE: the next one is the query's operation
     for match in _TOKEN.finditer(query):
         kind = match.lastgroup
         text = match.group()
@@ -109,15 +135,16 @@ def check_user_query(query: object) -> str:
             continue
         if kind == "word":
             upper = text.upper()
+            if upper in _UPDATE_WORDS or (lead and upper == "LOAD"):
+                raise UpdateRefusedError(
+                    f"SPARQL Update ({upper}) is refused: the memory is read-only here; change "
+                    "it with remember() and forget()"
+                )
+            lead = lead and upper in _PROLOGUE
             if upper in _ESCAPES:
                 raise QueryRefusedError(
                     f"{upper} is refused in sparql(): a query reads the agent's memory and "
                     "nothing else (no network, no files)"
-                )
-            if upper in _UPDATE_WORDS:
-                raise UpdateRefusedError(
-                    f"SPARQL Update ({upper}) is refused: the memory is read-only here; change "
-                    "it with remember() and forget()"
                 )
             if upper == "DEFINE":  # Virtuoso's pragmas: another dataset, fetching the web
                 raise QueryRefusedError(

@@ -38,6 +38,7 @@ from memory_rdf._exceptions import (
     StoreLockedError,
 )
 from memory_rdf._headers import check_header, split_userinfo
+from memory_rdf._query_guard import check_user_query, keywords, query_form
 from memory_rdf._store import (
     Graphs,
     MemoryStore,
@@ -50,7 +51,6 @@ from memory_rdf._store import (
     lit,
     parse_ntriples,
     python_from_json,
-    refuse_update,
     render,
     reserialize,
     run_bounded,
@@ -368,22 +368,17 @@ def _what_to_fix(kind: str, url: str, response: httpx.Response) -> str:
     return f"{head}: {fix}. Server said: {_body(response)}"
 
 
-# Keywords the user's query may not use on an endpoint (SPEC §8): looked for outside strings,
-# IRIs and comments; "?graph" and "memory:from" are names, not keywords.
-_STRINGS = re.compile(
-    r'"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^\'\\]|\\.|\'(?!\'\'))*\'\'\''
-    r'|"(?:[^"\\\r\n]|\\.)*"|\'(?:[^\'\\\r\n]|\\.)*\'|<[^<>"{}|^`\\\s]*>|#[^\r\n]*'
-)
-_ASK = re.compile(r"^\s*(?:(?:PREFIX\s+\S*\s*|BASE\s*)\s*)*ASK\b", re.IGNORECASE)
-_SCOPE_KEYWORDS = re.compile(r"(?<![?$:\w])(SERVICE|FROM|GRAPH)\b", re.IGNORECASE)
+# Keywords the user's query may not use on an endpoint (SPEC §8), read by the guard's tokenizer
+# (outside strings, IRIs and comments; "?graph" and "memory:from" are names, not keywords).
+_SCOPE_KEYWORDS = ("SERVICE", "FROM", "GRAPH")
 
 
 def refuse_dataset_escape(query: str) -> None:
     """SERVICE, FROM and GRAPH are refused in an endpoint agent's ``sparql()`` (SPEC §8)."""
-    found = _SCOPE_KEYWORDS.search(_STRINGS.sub(" ", query))
+    found = next((word for word in keywords(query) if word in _SCOPE_KEYWORDS), None)
     if found:
         raise SparqlError(
-            f"{found.group(1).upper()} is refused in sparql() on a SPARQL endpoint: a query sees "
+            f"{found} is refused in sparql() on a SPARQL endpoint: a query sees "
             "the agent's memory graph and nothing else (SPEC §8); write the patterns without "
             "SERVICE, FROM or GRAPH"
         )
@@ -514,7 +509,7 @@ class RemoteStore(MemoryStore):
     # -- the user's SPARQL (SPEC §6, §8) -------------------------------------------------------
 
     def _user(self, query: str, accept: str, cancel: threading.Event) -> httpx.Response:
-        refuse_update(query)
+        check_user_query(query)
         refuse_dataset_escape(query)
         try:
             return self._query(query, accept, {"default-graph-uri": [AGENT + self.agent_id]},
@@ -539,7 +534,7 @@ class RemoteStore(MemoryStore):
                 return parse_ntriples(response.content)
             with self._reading():
                 answer = response.json()
-                if "boolean" in answer or _ASK.match(_STRINGS.sub(" ", query)):
+                if "boolean" in answer or query_form(query) == "ASK":
                     return _boolean(answer)
                 names, bindings = _results(answer)
                 return [{n: python_from_json(b[n]) for n in names if n in b} for b in bindings]

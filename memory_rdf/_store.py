@@ -11,7 +11,8 @@ Everything above it speaks in node ids, strengths and relation names. This modul
 * translates every pyoxigraph error at one boundary (:func:`_storage_errors`),
 * runs queries, materializing rows in the calling thread (SPEC §7: result iterators must not
   cross threads), and runs each atomic write as exactly one ``update()`` (:class:`WriteBatch`),
-* answers the user's read-only SPARQL (SPEC §6; :func:`refuse_update` is the one refusal).
+* answers the user's read-only SPARQL (SPEC §6; the refusals are
+  :func:`~memory_rdf._query_guard.check_user_query`'s).
 """
 
 from __future__ import annotations
@@ -39,14 +40,12 @@ import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
 from memory_rdf._exceptions import (
-    InvalidTypeError,
     MemoryRDFError,
     QueryLimitError,
     QueryTimeoutError,
     SparqlError,
     StoreError,
     StoreLockedError,
-    UpdateRefusedError,
 )
 from memory_rdf._query_guard import check_user_query
 from memory_rdf._resources import query_text, update_text
@@ -499,29 +498,6 @@ def sparql_syntax_error(exc: SyntaxError) -> SparqlError:
         cut = text.rfind(", ", 0, _SPARQL_DETAIL_MAX)
         text = text[: cut if cut > _SPARQL_DETAIL_MAX // 2 else _SPARQL_DETAIL_MAX] + ", …"
     return SparqlError(f"invalid SPARQL{where}: {text}")
-
-
-_UPDATE_KEYWORDS = re.compile(
-    r"^\s*(?:(?:PREFIX\s+\S*\s*<[^>]*>|BASE\s*<[^>]*>)\s*)*"
-    r"(INSERT|DELETE|LOAD|CLEAR|CREATE|DROP|COPY|MOVE|ADD|WITH)\b",
-    re.IGNORECASE,
-)
-_COMMENT = re.compile(r"#[^\n<>\"']*$", re.MULTILINE)
-
-
-def refuse_update(query: object) -> str:
-    """The one read-only check of the user's SPARQL (``sparql()``, inspection, the CLI): the
-    query back, or :class:`UpdateRefusedError` for SPARQL Update, or
-    :class:`QueryRefusedError` for a query that reaches outside the store (SERVICE, LOAD,
-    ``file:``) or is beyond the size limits (:mod:`memory_rdf._query_guard`)."""
-    if not isinstance(query, str):
-        raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
-    if _UPDATE_KEYWORDS.match(_COMMENT.sub("", query)):
-        raise UpdateRefusedError(
-            "SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: the memory is read-only "
-            "here; change it with remember() and forget()"
-        )
-    return check_user_query(query)
 
 
 def _store_message(what: str, exc: BaseException) -> str:
@@ -1720,7 +1696,7 @@ class AgentStore(MemoryStore):
     def user_query(
         self, query: str, *, timeout: float | None = None, limit: int | None = None
     ) -> UserResult:
-        refuse_update(query)
+        check_user_query(query)
 
         def run(cancel: threading.Event) -> UserResult:
             with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
@@ -1758,7 +1734,7 @@ class AgentStore(MemoryStore):
             "tsv": ox.QueryResultsFormat.TSV,
             "xml": ox.QueryResultsFormat.XML,
         }
-        refuse_update(query)
+        check_user_query(query)
 
         def run(cancel: threading.Event) -> bytes | None:
             sink: Any = None if output is None else _Sink(output, cancel, timeout)

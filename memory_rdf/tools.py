@@ -145,11 +145,15 @@ def _sparql(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> 
     if mem.endpoint is None:
         # A model's ORDER BY over a cross join took the whole process's memory: the query
         # runs in a child process, bounded and killed at the timeout (memory_rdf._sandbox).
-        from memory_rdf._query_guard import SPARQL_TIMEOUT, check_limit, check_timeout
+        from memory_rdf._query_guard import (
+            SPARQL_TIMEOUT,
+            check_limit,
+            check_timeout,
+            check_user_query,
+        )
         from memory_rdf._sandbox import sparql_in_child
-        from memory_rdf._store import refuse_update
 
-        refuse_update(args["query"])
+        check_user_query(args["query"])  # refused here, no child started for it
         seconds = check_timeout(timeout) or SPARQL_TIMEOUT
         mem._check_open()
         return _json(sparql_in_child(mem.agent_id, mem.path.parent, args["query"],

@@ -30,9 +30,12 @@ from memory_rdf import (
     ModelError,
     QueryRefusedError,
     SparqlEndpoint,
+    SparqlError,
     StoreError,
     UpdateRefusedError,
 )
+from memory_rdf._query_guard import check_user_query, keywords, query_form
+from memory_rdf._remote import refuse_dataset_escape
 from memory_rdf.small_model import OpenAIModel
 
 from helpers import FAST, ScriptedModel, memory_rdf_command
@@ -474,6 +477,25 @@ def test_a_carriage_return_ends_a_comment_for_the_guard_too(tmp_path: Path) -> N
             assert mem.sparql("ASK { } # a comment\r") is True
             assert mem.sparql('ASK { FILTER("a # b" != "c") } # SERVICE <x>') is True
     assert handler.requests == []
+
+
+def test_every_check_reads_the_query_with_one_tokenizer() -> None:
+    # The endpoint's FROM/GRAPH/SERVICE refusal and its ASK detection had a tokenizer of their
+    # own, and the start-of-query update check a third: the comment and CR fixes had to be
+    # made in each. Now all read the guard's keywords.
+    assert list(keywords('SELECT ?graph { ?s memory:from "GRAPH" } # FROM\rLIMIT 1')) == [
+        "SELECT", "LIMIT"]
+    assert query_form("PREFIX a: <urn:x> # SELECT\r BASE <urn:y> ask {}") == "ASK"
+    assert query_form('SELECT ("ASK" AS ?x) {}') == "SELECT"
+    with pytest.raises(SparqlError, match="GRAPH is refused"):
+        refuse_dataset_escape("SELECT * { # x\rGRAPH ?g { ?s ?p ?o } }")
+    refuse_dataset_escape('SELECT ?graph WHERE { ?graph memory:content "GRAPH FROM" }')
+    # LOAD as the query's operation is an update; LOAD elsewhere reaches outside the store
+    for query in ("LOAD <http://x/>", "PREFIX x: <urn:x> # c\n load <http://x/>"):
+        with pytest.raises(UpdateRefusedError, match="read-only"):
+            check_user_query(query)
+    with pytest.raises(QueryRefusedError, match="LOAD is refused"):
+        check_user_query("SELECT * WHERE { ?s ?p ?o } LOAD <http://x/>")
 
 
 def test_update_words_are_refused_anywhere_in_a_query(tmp_path: Path) -> None:
