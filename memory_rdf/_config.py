@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from memory_rdf._exceptions import ConfigError
+from memory_rdf._query_guard import MAX_TIMEOUT
 
 #: Longest backoff between model attempts accepted in a :class:`Config` (seconds).
 MAX_RETRY_DELAY = 3600.0
@@ -161,8 +161,8 @@ class Config:
                f"retry_max_delay must be <= {MAX_RETRY_DELAY:g} s", self.retry_max_delay)
         _check(self.model_timeout > 0, "model_timeout must be > 0", self.model_timeout)
         # A longer wait overflowed the platform's sockets and locks (OverflowError per call).
-        _check(self.model_timeout <= threading.TIMEOUT_MAX,
-               f"model_timeout must be <= {threading.TIMEOUT_MAX:.0f} s", self.model_timeout)
+        _check(self.model_timeout <= MAX_TIMEOUT,
+               f"model_timeout must be <= {MAX_TIMEOUT:.0f} s", self.model_timeout)
         _check(self.default_search_depth >= 0,
                "default_search_depth must be >= 0", self.default_search_depth)
         _check(self.max_search_results >= 0,

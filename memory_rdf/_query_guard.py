@@ -232,6 +232,16 @@ def check_timeout(value: object, name: str = "timeout", *, zero: bool = False) -
     return float(value)
 
 
+def check_seconds(value: object, name: str = "timeout") -> float:
+    """A timeout that must be given (a client's request timeout, a lease): as
+    :func:`check_timeout`, None refused too."""
+    if value is None:
+        raise InvalidTypeError(f"{name} must be a number of seconds, got None")
+    seconds = check_timeout(value, name)
+    assert seconds is not None
+    return seconds
+
+
 def check_limit(value: object, name: str = "limit") -> int | None:
     """A row limit: None (no limit) or an int >= 1."""
     if value is None:

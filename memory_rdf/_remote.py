@@ -38,7 +38,7 @@ from memory_rdf._exceptions import (
     StoreLockedError,
 )
 from memory_rdf._headers import check_header, split_userinfo
-from memory_rdf._query_guard import check_user_query, keywords, query_form
+from memory_rdf._query_guard import check_seconds, check_user_query, keywords, query_form
 from memory_rdf._store import (
     Graphs,
     MemoryStore,
@@ -203,15 +203,8 @@ class SparqlEndpoint:
                 "auth must be (user, password), a bearer token str or None, got "
                 f"{type(auth).__name__}"
             )
-        for name, value in (("timeout", timeout), ("lease_seconds", lease_seconds)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidTypeError(f"{name} must be a number, got {type(value).__name__}")
-            if not 0 < value <= threading.TIMEOUT_MAX:  # beyond: OverflowError in sockets
-                raise InvalidInputError(
-                    f"{name} must be > 0 and <= {threading.TIMEOUT_MAX:.0f} seconds, "
-                    f"got {value!r}")
-        self.timeout = float(timeout)
-        self.lease_seconds = float(lease_seconds)
+        self.timeout = check_seconds(timeout)
+        self.lease_seconds = check_seconds(lease_seconds, "lease_seconds")
         self._client = httpx.Client(
             auth=basic, headers=send, timeout=self.timeout,
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),

@@ -50,6 +50,7 @@ from memory_rdf._exceptions import (
     PermanentModelError,
 )
 from memory_rdf._headers import check_header, split_userinfo
+from memory_rdf._query_guard import check_seconds
 from memory_rdf._types import Processed
 from memory_rdf.small_model._answers import (
     check_processed_item,
@@ -162,7 +163,7 @@ class HTTPModel:
         self.model = model.strip()
         self.base_url = base_url.rstrip("/")
         #: Seconds each request may take (see :meth:`use_default_timeout`).
-        self.timeout = DEFAULT_TIMEOUT if timeout is None else _seconds(timeout)
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else check_seconds(timeout)
         self.timeout_is_explicit = timeout is not None
         hx = _httpx()
         self._client: httpx.Client = hx.Client(
@@ -200,7 +201,7 @@ class HTTPModel:
         ``MEMORY_RDF_MODEL_TIMEOUT``) wins. A model shared by managers with different
         configs keeps the value applied last.
         """
-        value = _seconds(seconds)
+        value = check_seconds(seconds)
         if not self.timeout_is_explicit:
             self.timeout = value
         return self.timeout
@@ -414,17 +415,6 @@ def _server_message(raw: bytes) -> str:
         if err is not None:
             return str(err)[:300]
     return text[:300]
-
-
-def _seconds(value: Any) -> float:
-    """A request timeout: a positive, finite number of seconds."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidTypeError(f"timeout must be a number of seconds, got {type(value).__name__}")
-    if not 0 < value <= threading.TIMEOUT_MAX:  # beyond, sockets raised OverflowError
-        raise InvalidInputError(
-            f"timeout must be a positive number of seconds up to {threading.TIMEOUT_MAX:.0f}, "
-            f"got {value}")
-    return float(value)
 
 
 def token_count(value: Any) -> int:
