@@ -1803,8 +1803,7 @@ def _private_directory(path: Path) -> None:
     """Create an agent's store directory readable by its owner only (``0700``: it holds
     someone's conversations), and the data directory as well when this creates it. A
     directory that exists already keeps its permissions."""
-    if not path.parent.is_dir():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # an existing one: unchanged
     path.mkdir(mode=0o700, exist_ok=True)
 
 
