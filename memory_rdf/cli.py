@@ -53,7 +53,6 @@ from memory_rdf import (
     inspect,
     model_from_env,
 )
-from memory_rdf._query_guard import MAX_TIMEOUT
 from memory_rdf.demo import DEMO_SLICES, progress_bar, run_demo
 from memory_rdf.tools import DEFAULT_AGENT
 
@@ -696,7 +695,7 @@ def _read_query(query: str) -> str:
               type=click.Choice(["table", "json", "xml", "csv", "tsv"]),
               default="table", show_default=True,
               help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
-@click.option("--timeout", type=click.FloatRange(min=0, max=MAX_TIMEOUT),
+@click.option("--timeout", type=click.FloatRange(min=0, max=threading.TIMEOUT_MAX),
               default=60.0, show_default=True,
               help="Seconds before the query is stopped (0: no limit). Ctrl-C stops it too.")
 @_data_dir_option
@@ -1056,7 +1055,7 @@ def validate(agent: str, data_dir: Where) -> None:
               help="HTTP: every request must carry 'Authorization: Bearer TOKEN' (401 "
                    "otherwise). Prefer the environment variable: arguments show in ps.")
 @click.option("--timeout", "call_timeout",
-              type=click.FloatRange(min=0, max=MAX_TIMEOUT), default=120.0,
+              type=click.FloatRange(min=0, max=threading.TIMEOUT_MAX), default=120.0,
               show_default=True,
               help="Longest a recall, memories or forget call waits behind the agent's "
                    "earlier work (e.g. a remember waiting for the model) before it answers a "
