@@ -1042,7 +1042,13 @@ def validate(agent: str, data_dir: Where) -> None:
 
 @cli.command(short_help="Serve the memory to MCP clients (stdio or HTTP).")
 @click.option("--agent", default=DEFAULT_AGENT, show_default=True,
-              help="The agent a tool call uses when it names none (its agent_id argument).")
+              help="The agent a tool call uses when it names none (its agent_id argument); "
+                   "with --agents, the first listed unless given.")
+@click.option("--agents", "agents", multiple=True, metavar="ID[,ID...]",
+              envvar="MEMORY_RDF_AGENTS", show_envvar=True,
+              help="Serve only these agents (comma-separated; may be repeated): a call naming "
+                   "another is a tool error and opens or creates nothing. Without it, any "
+                   "client can read, change and create any agent by naming it.")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio",
               show_default=True,
               help="stdio: the client starts this command (Claude Desktop, IDEs); http: "
@@ -1063,20 +1069,23 @@ def validate(agent: str, data_dir: Where) -> None:
 @click.option("--english", is_flag=True, help="Recall with the English templates ([memory]).")
 @_data_dir_option
 @click.pass_context
-def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
-          token: str | None, call_timeout: float, english: bool, data_dir: Where) -> None:
+def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: str, host: str,
+          port: int, token: str | None, call_timeout: float, english: bool,
+          data_dir: Where) -> None:
     """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
     pip install "memory-rdf[mcp]", or ".[mcp]" in a clone).
 
     Tools: remember, recall, memories, forget, stats, sparql, each with an optional agent_id
-    argument (default --agent). One process serves every agent in DATA_DIR; an agent held by
-    another process answers a tool error. HTTP listens on 127.0.0.1 unless --host says
-    otherwise, which needs --token. Stops on Ctrl-C / SIGTERM (HTTP) or when the client closes
-    stdin (stdio); remembers not yet processed stay journalled for the next start.
+    argument (default --agent). One process serves every agent in DATA_DIR, unless --agents
+    (or MEMORY_RDF_AGENTS) lists the only ones a client may name; an agent held by another
+    process answers a tool error. HTTP listens on 127.0.0.1 unless --host says otherwise,
+    which needs --token. Stops on Ctrl-C / SIGTERM (HTTP) or when the client closes stdin
+    (stdio); remembers not yet processed stay journalled for the next start.
 
     \b
     Examples:
       memory-rdf serve --data-dir ~/.memory-rdf                  # stdio, for Claude Desktop
+      memory-rdf serve --agents me,work                          # only agents me and work
       memory-rdf serve --transport http --port 8765              # http://127.0.0.1:8765/mcp
       export MEMORY_RDF_TOKEN=$(openssl rand -hex 16)            # the clients' bearer token
       memory-rdf serve --transport http --host 0.0.0.0           # reachable from the network
@@ -1084,6 +1093,14 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
     from memory_rdf import MemorySystem, mcp_server
 
     _agent(agent)
+    allowed = _served_agents(ctx, agent, agents)
+    if allowed is not None:
+        agent = allowed[0] if _defaulted(ctx, "agent") else agent
+        if agent not in allowed:
+            raise click.UsageError(
+                f"--agent {agent!r} is not among the agents served (--agents "
+                f"{','.join(allowed)}): list it there too, or leave --agent out to make the "
+                "first listed the default", ctx)
     if transport == "stdio":
         given = [f"--{name}" for name in ("host", "port", "token")
                  if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
@@ -1105,11 +1122,13 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
               else MemorySystem(data_dir=data_dir, model=_model(), config=config))
     try:
         system.agent(agent)  # fail now (locked, damaged store) rather than at the first call
-        where = f"agent {agent!r} by default, data dir {data_dir}"
+        served = ("any agent a client names" if allowed is None
+                  else f"only agents {', '.join(repr(a) for a in allowed)}")
+        where = f"{served}; {agent!r} by default; data dir {data_dir}"
         if transport == "stdio":
             _say(err, f"memory-rdf serve: MCP over stdio ({where})")
             mcp_server.run_stdio(system, default_agent=agent,
-                                 call_timeout=call_timeout or None)
+                                 call_timeout=call_timeout or None, agents=allowed)
         else:
             def listening(url: str) -> None:
                 auth = "bearer token required" if token else "no token: this machine only"
@@ -1117,9 +1136,27 @@ def serve(ctx: click.Context, agent: str, transport: str, host: str, port: int,
                           f"{auth})")
 
             mcp_server.run_http(system, host=host, port=port, token=token, default_agent=agent,
-                                on_listening=listening, call_timeout=call_timeout or None)
+                                on_listening=listening, call_timeout=call_timeout or None,
+                                agents=allowed)
     finally:
         system.close(timeout=10)
+
+
+def _defaulted(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT
+
+
+def _served_agents(ctx: click.Context, agent: str, given: tuple[str, ...]
+                   ) -> tuple[str, ...] | None:
+    """``--agents`` as checked ids in their order, duplicates dropped (None: not given). Each
+    value is split at commas; the environment variable's also at whitespace (click's
+    splitting of a repeatable option). Every id is checked before any file is touched."""
+    if _defaulted(ctx, "agents") or not given:
+        return None
+    ids = [part.strip() for value in given for part in value.split(",")]
+    if not all(ids):
+        raise click.UsageError(f"--agents has an empty agent id: {','.join(given)!r}", ctx)
+    return tuple(dict.fromkeys(_agent(a) for a in ids))
 
 
 def _raise_open_files_limit() -> None:

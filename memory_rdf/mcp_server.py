@@ -1,7 +1,12 @@
 """The memory tools over the Model Context Protocol: what ``memory-rdf serve`` runs (SPEC §9).
 
 One :class:`~memory_rdf.MemorySystem` serves every agent; each tool call goes to the agent its
-``agent_id`` argument names, else to the server's default agent. The tools are those of
+``agent_id`` argument names, else to the server's default agent. With ``agents=`` (``memory-rdf
+serve --agents``) only the listed agents are served: a call naming another is a tool error and
+nothing is opened or created for it, and the tools' ``agent_id`` lists the allowed ids
+(``enum``). Without it any client may read, change and create any agent's memory by naming it:
+pass it whenever a client (or a model steered by what it reads) is not trusted with them all.
+The tools are those of
 :mod:`memory_rdf.tools` (one definition for MCP, OpenAI and Anthropic). Needs the official MCP
 Python SDK: ``pip install "memory-rdf[mcp]"``.
 
@@ -22,12 +27,12 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from memory_rdf import __version__
 from memory_rdf._exceptions import InvalidInputError, InvalidTypeError, MemoryRDFError
-from memory_rdf.tools import _BY_NAME, _TOOLS, DEFAULT_AGENT, call_tool
+from memory_rdf.tools import _BY_NAME, _TOOLS, DEFAULT_AGENT, _check_agents, _quoted, call_tool
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -39,6 +44,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "MCP_MISSING",
     "build_server",
+    "check_agents",
     "check_bind",
     "http_app",
     "is_loopback",
@@ -83,6 +89,7 @@ DEFAULT_CALL_TIMEOUT = 120.0
 def build_server(
     system: MemorySystem, *, default_agent: str = DEFAULT_AGENT,
     call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    agents: Iterable[str] | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level ``Server``) whose tools run on ``system``.
 
@@ -90,10 +97,16 @@ def build_server(
     (``isError``) with the message; the server keeps serving. ``call_timeout`` bounds how
     long recall, memories and forget wait behind the agent's earlier tasks (None: no limit):
     a model that is down then shows as a tool error saying what the call waited for.
+    ``agents`` (None: every agent) are the only agent ids a call may use; ``default_agent``
+    must be one of them (see :func:`memory_rdf.tools.call_tool`).
 
     Raises:
         ImportError: the MCP SDK is not installed (:data:`MCP_MISSING`).
+        InvalidInputError: ``agents`` is empty, holds an invalid id, or lacks
+            ``default_agent``.
+        InvalidTypeError: ``agents`` is not a list (or other iterable) of str.
     """
+    allowed = check_agents(agents, default_agent)
     require_mcp()
     import anyio.to_thread
     import mcp_types as types
@@ -103,7 +116,7 @@ def build_server(
         types.Tool(
             name=t.name,
             description=t.description,
-            input_schema=t.schema(include_agent_id=True),
+            input_schema=t.schema(True, allowed, default_agent),
             annotations=types.ToolAnnotations(
                 read_only_hint=t.read_only, destructive_hint=t.destructive,
                 open_world_hint=False,
@@ -117,7 +130,8 @@ def build_server(
 
     async def call(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         run = functools.partial(call_tool, system, params.name, params.arguments,
-                                default_agent=default_agent, timeout=call_timeout)
+                                default_agent=default_agent, timeout=call_timeout,
+                                agents=allowed)
         try:
             text = await anyio.to_thread.run_sync(run)
         except (MemoryRDFError, ValueError, TypeError, TimeoutError) as exc:
@@ -129,7 +143,7 @@ def build_server(
 
     def input_schema(name: str) -> dict[str, Any] | None:
         tool = _BY_NAME.get(name)
-        return tool.schema(include_agent_id=True) if tool else None
+        return tool.schema(True, allowed, default_agent) if tool else None
 
     return Server(
         "memory-rdf",
@@ -142,6 +156,27 @@ def build_server(
     )
 
 
+def check_agents(agents: Iterable[str] | None, default_agent: str = DEFAULT_AGENT
+                 ) -> tuple[str, ...] | None:
+    """An allow-list of agents checked before anything is opened: each a valid agent id
+    (SPEC §2), at least one, ``default_agent`` among them. Returns them as a tuple without
+    duplicates, in their order (None stays None: every agent is served).
+
+    Raises:
+        InvalidInputError: an invalid id, no id, or ``default_agent`` not listed.
+        InvalidTypeError: ``agents`` is not a list (or other iterable) of str.
+
+    >>> check_agents(["alice", "bob", "alice"], "bob")
+    ('alice', 'bob')
+    """
+    allowed = _check_agents(agents)
+    if allowed is not None and default_agent not in allowed:
+        raise InvalidInputError(
+            f"the default agent {default_agent!r} is not among the served agents "
+            f"{_quoted(allowed)}; list it too, or make one of them the default")
+    return allowed
+
+
 def _error_result(types: Any, message: str) -> Any:
     return types.CallToolResult(content=[types.TextContent(text=f"error: {message}")],
                                 is_error=True)
@@ -150,13 +185,16 @@ def _error_result(types: Any, message: str) -> Any:
 def run_stdio(
     system: MemorySystem, *, default_agent: str = DEFAULT_AGENT,
     call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    agents: Iterable[str] | None = None,
 ) -> None:
     """Serve MCP over this process's stdin/stdout until the client closes stdin.
 
     Raises:
         ImportError: the MCP SDK is not installed.
+        InvalidInputError, InvalidTypeError: see :func:`check_agents`.
     """
-    server = build_server(system, default_agent=default_agent, call_timeout=call_timeout)
+    server = build_server(system, default_agent=default_agent, call_timeout=call_timeout,
+                          agents=agents)
     import anyio
     from mcp.server.stdio import stdio_server
 
@@ -244,6 +282,7 @@ def http_app(
     host: str = "127.0.0.1",
     path: str = "/mcp",
     call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    agents: Iterable[str] | None = None,
 ) -> ASGIApp:
     """The streamable-HTTP ASGI app (endpoint ``path``), behind :class:`BearerAuth` when a
     token is given. ``host`` is where it will listen: on a loopback host the SDK also refuses
@@ -251,10 +290,12 @@ def http_app(
 
     Raises:
         ImportError: the MCP SDK is not installed.
-        InvalidInputError: see :func:`check_bind`.
+        InvalidInputError: see :func:`check_bind` and :func:`check_agents`.
+        InvalidTypeError: see :func:`check_agents`.
     """
     check_bind(host, token)
-    server = build_server(system, default_agent=default_agent, call_timeout=call_timeout)
+    server = build_server(system, default_agent=default_agent, call_timeout=call_timeout,
+                          agents=agents)
     app: ASGIApp = server.streamable_http_app(streamable_http_path=path, host=host)
     return BearerAuth(app, token) if token else app
 
@@ -268,6 +309,7 @@ def run_http(
     default_agent: str = DEFAULT_AGENT,
     on_listening: Callable[[str], None] | None = None,
     call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    agents: Iterable[str] | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
 
@@ -275,11 +317,12 @@ def run_http(
 
     Raises:
         ImportError: the MCP SDK is not installed.
-        InvalidInputError: see :func:`check_bind`.
+        InvalidInputError: see :func:`check_bind` and :func:`check_agents`.
+        InvalidTypeError: see :func:`check_agents`.
         OSError: the address cannot be bound (in use, not local, …).
     """
     app = http_app(system, default_agent=default_agent, token=token, host=host,
-                   call_timeout=call_timeout)
+                   call_timeout=call_timeout, agents=agents)
     import uvicorn
 
     sock = _bind(host, port)

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+from memory_rdf._agents import validate_agent_id
 from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
 from memory_rdf._manager import MemoryManager, MemorySystem
 
@@ -57,10 +58,12 @@ class _Tool:
     read_only: bool = True  # MCP tool annotations (hints for clients)
     destructive: bool = False
 
-    def schema(self, include_agent_id: bool) -> dict[str, Any]:
+    def schema(self, include_agent_id: bool, agents: tuple[str, ...] | None = None,
+               default_agent: str | None = None) -> dict[str, Any]:
         properties = copy.deepcopy(self.properties)
         if include_agent_id:
-            properties["agent_id"] = copy.deepcopy(_AGENT_ID)
+            properties["agent_id"] = (copy.deepcopy(_AGENT_ID) if agents is None
+                                      else _allowed_agent_id(agents, default_agent))
         schema: dict[str, Any] = {"type": "object", "properties": properties}
         if self.required:
             schema["required"] = list(self.required)
@@ -76,6 +79,40 @@ _AGENT_ID: dict[str, Any] = {
     "maxLength": 128,
     "pattern": r"^[\w.-]+$",
 }
+
+
+
+def _allowed_agent_id(agents: tuple[str, ...], default_agent: str | None) -> dict[str, Any]:
+    """``agent_id`` under an allow-list: the ids themselves (``enum``), so that a client sees
+    which agents it may name and a schema-validating client refuses the others."""
+    default = "the agent this tool is bound to" if default_agent is None else repr(default_agent)
+    schema: dict[str, Any] = {
+        "type": "string",
+        "description": f"Whose memory to use: one of {_quoted(agents)}. Leave it out for "
+                       f"{default}.",
+        "enum": list(agents),
+    }
+    if default_agent is not None:
+        schema["default"] = default_agent
+    return schema
+
+
+def _quoted(agents: Iterable[str]) -> str:
+    return ", ".join(repr(a) for a in agents)
+
+
+def _check_agents(agents: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The allow-list as a tuple of valid ids, duplicates dropped (None: every agent)."""
+    if agents is None:
+        return None
+    if isinstance(agents, str | bytes) or not isinstance(agents, Iterable):
+        raise InvalidTypeError(
+            f"agents must be a list of agent ids, got {type(agents).__name__}")
+    allowed = tuple(dict.fromkeys(validate_agent_id(a) for a in agents))
+    if not allowed:
+        raise InvalidInputError("agents must name at least one agent id (None: every agent)")
+    return allowed
+
 
 _STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
@@ -344,32 +381,43 @@ def tool_names() -> list[str]:
     return [tool.name for tool in _TOOLS]
 
 
-def _definitions(include_agent_id: bool) -> list[dict[str, Any]]:
+def _definitions(include_agent_id: bool, agents: Iterable[str] | None = None
+                 ) -> list[dict[str, Any]]:
+    allowed = _check_agents(agents)
     return [
-        {"name": t.name, "description": t.description, "input_schema": t.schema(include_agent_id)}
+        {"name": t.name, "description": t.description,
+         "input_schema": t.schema(include_agent_id, allowed)}
         for t in _TOOLS
     ]
 
 
-def openai_tools(*, include_agent_id: bool = True, api: str = "chat") -> list[dict[str, Any]]:
+def openai_tools(
+    *, include_agent_id: bool = True, api: str = "chat", agents: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
     """The tools in OpenAI's function-calling format.
 
     ``api="chat"`` (default): the Chat Completions form, ``{"type": "function", "function":
     {"name", "description", "parameters"}}``; ``api="responses"``: the Responses API form,
     ``{"type": "function", "name", "description", "parameters"}``. ``include_agent_id=False``
     leaves the optional ``agent_id`` argument out (when the calls go to one
-    :class:`~memory_rdf.MemoryManager`, the model need not see it).
+    :class:`~memory_rdf.MemoryManager`, the model need not see it). ``agents``: the only ids
+    ``agent_id`` may take (its ``enum``), as passed to :func:`call_tool`.
 
     Raises:
-        InvalidInputError: ``api`` is neither ``"chat"`` nor ``"responses"``.
+        InvalidInputError: ``api`` is neither ``"chat"`` nor ``"responses"``; ``agents`` is
+            empty or holds an invalid id.
+        InvalidTypeError: ``agents`` is not a list (or other iterable) of str.
 
     >>> openai_tools()[1]["function"]["name"]
     'recall'
+    >>> openai_tools(agents=["alice", "bob"])[1]["function"]["parameters"]["properties"][
+    ...     "agent_id"]["enum"]
+    ['alice', 'bob']
     """
     if api not in ("chat", "responses"):
         raise InvalidInputError(f"api must be 'chat' or 'responses', got {api!r}")
     tools = []
-    for d in _definitions(include_agent_id):
+    for d in _definitions(include_agent_id, agents):
         function = {"name": d["name"], "description": d["description"],
                     "parameters": d["input_schema"]}
         tools.append({"type": "function", "function": function} if api == "chat"
@@ -377,14 +425,17 @@ def openai_tools(*, include_agent_id: bool = True, api: str = "chat") -> list[di
     return tools
 
 
-def anthropic_tools(*, include_agent_id: bool = True) -> list[dict[str, Any]]:
+def anthropic_tools(
+    *, include_agent_id: bool = True, agents: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
     """The tools in Anthropic's Messages API format: ``{"name", "description",
-    "input_schema"}`` (pass as ``tools=``). ``include_agent_id`` as in :func:`openai_tools`.
+    "input_schema"}`` (pass as ``tools=``). ``include_agent_id`` and ``agents`` as in
+    :func:`openai_tools`.
 
     >>> sorted(anthropic_tools()[0])
     ['description', 'input_schema', 'name']
     """
-    return _definitions(include_agent_id)
+    return _definitions(include_agent_id, agents)
 
 
 def call_tool(
@@ -394,6 +445,7 @@ def call_tool(
     *,
     default_agent: str = DEFAULT_AGENT,
     timeout: float | None = None,
+    agents: Iterable[str] | None = None,
 ) -> str:
     """Run one tool call and return its result as text (``recall``) or JSON (the others).
 
@@ -409,10 +461,15 @@ def call_tool(
     than its ``limit`` argument's rows (default 1,000, at most 100,000) with
     :class:`~memory_rdf.QueryLimitError`.
 
+    ``agents`` (None: every agent) is an allow-list: the only agent ids a call may use. A call
+    whose ``agent_id`` (or, naming none, ``default_agent``) is not among them is refused
+    before anything is opened or created for that id; a server whose clients it does not
+    trust with every agent's memory passes it (``memory-rdf serve --agents``).
+
     Raises:
         InvalidInputError: unknown tool, unknown or missing argument, arguments that are not
-            JSON, or a value the memory method refuses (a ``ValueError``); send the message
-            back to the model as an error result.
+            JSON, an agent outside ``agents``, or a value the memory method refuses (a
+            ``ValueError``); send the message back to the model as an error result.
         InvalidTypeError: arguments that are not an object, or a value of the wrong type
             (a ``TypeError``).
         TimeoutError: ``timeout`` passed (the message says what the call waited behind).
@@ -424,15 +481,30 @@ def call_tool(
     >>> from memory_rdf import MemorySystem
     >>> with MemorySystem(data_dir=tempfile.mkdtemp()) as system:
     ...     call_tool(system, "recall", {"keywords": ["cat"], "agent_id": "bob"})
+    ...     try:
+    ...         call_tool(system, "stats", {"agent_id": "eve"}, agents=["bob"])
+    ...     except ValueError as exc:
+    ...         print(exc)
     '(nothing recalled)'
+    agent_id 'eve' is not served here: the agent ids are 'bob'
     """
     if not isinstance(name, str):
         raise InvalidTypeError(f"tool name must be a str, got {type(name).__name__}")
     tool = _BY_NAME.get(name)
     if tool is None:
         raise InvalidInputError(f"unknown tool {name!r}; the tools are {', '.join(tool_names())}")
+    allowed = _check_agents(agents)
     args = _parse_arguments(tool, arguments)
     agent_id = args.pop("agent_id", None)
+    if allowed is not None:
+        chosen = agent_id
+        if chosen is None:
+            chosen = (system_or_manager.agent_id if isinstance(system_or_manager, MemoryManager)
+                      else default_agent)
+        if chosen not in allowed:  # refused before _manager opens (or creates) anything
+            raise InvalidInputError(
+                f"agent_id {chosen!r} is not served here: the agent ids are "
+                f"{_quoted(allowed)}")
     return tool.run(_manager(system_or_manager, agent_id, default_agent), args, timeout)
 
 

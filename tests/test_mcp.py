@@ -141,9 +141,12 @@ def test_a_call_waiting_on_a_model_that_is_down_is_a_tool_error(tmp_path: Path) 
 
 
 @contextmanager
-def _http_server(data_dir: Path, *args: str, token: str | None = TOKEN) -> Iterator[str]:
-    """``memory-rdf serve --transport http`` on a free loopback port; yields its URL."""
-    env = {**os.environ, "MEMORY_RDF_MODEL": "heuristic"}
+def _http_server(data_dir: Path, *args: str, token: str | None = TOKEN,
+                 extra_env: dict[str, str] | None = None,
+                 first_line: list[str] | None = None) -> Iterator[str]:
+    """``memory-rdf serve --transport http`` on a free loopback port; yields its URL (and
+    appends the startup line to ``first_line``)."""
+    env = {**os.environ, "MEMORY_RDF_MODEL": "heuristic", **(extra_env or {})}
     env.pop("MEMORY_RDF_TOKEN", None)
     if token is not None:
         env["MEMORY_RDF_TOKEN"] = token
@@ -157,6 +160,8 @@ def _http_server(data_dir: Path, *args: str, token: str | None = TOKEN) -> Itera
         line = proc.stderr.readline()
         found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
         assert found, f"no URL in {line!r} (exit {proc.poll()}): {proc.stderr.read()}"
+        if first_line is not None:
+            first_line.append(line)
         yield found.group(1)
     finally:
         proc.terminate()
@@ -234,6 +239,80 @@ def test_http_server_on_loopback_without_token(tmp_path: Path) -> None:
         assert response.status_code in (400, 421), response.status_code
 
 
+# -- --agents: the allow-list --------------------------------------------------------------------
+
+
+async def _only_alice_and_bob(client: Client, default: str) -> None:
+    """A server run with the allow-list alice, bob: the schema lists them, they work, any other
+    id is a tool error (and the server keeps serving)."""
+    for tool in (await client.list_tools()).tools:
+        agent_id = tool.input_schema["properties"]["agent_id"]
+        assert agent_id["enum"] == ["alice", "bob"], tool.name
+        assert agent_id["default"] == default
+    ack = await client.call_tool("remember", {"messages": MESSAGES[:1]})
+    assert json.loads(_text(ack))["agent_id"] == default
+    other = "bob" if default == "alice" else "alice"
+    stats = await client.call_tool("stats", {"agent_id": other})
+    assert not stats.is_error and json.loads(_text(stats))["agent_id"] == other
+    for name, arguments in (("remember", {"messages": MESSAGES}), ("recall", {"keywords": []}),
+                            ("sparql", {"query": "ASK { ?s ?p ?o }"}), ("stats", {}),
+                            ("forget", {"ids": ["x"], "purge": True})):
+        for intruder in ("eve", "../escape", "default"):
+            refused = await client.call_tool(name, {**arguments, "agent_id": intruder})
+            assert refused.is_error, (name, intruder)
+            assert (f"agent_id {intruder!r} is not served here: the agent ids are "
+                    "'alice', 'bob'") in _text(refused)
+    recalled = await client.call_tool("recall", {"keywords": ["PostgreSQL"]})
+    assert "PostgreSQL" in _text(recalled)
+
+
+def test_stdio_server_serves_only_the_listed_agents(tmp_path: Path) -> None:
+    data_dir = tmp_path / "memory_data"
+    params = StdioServerParameters(
+        command=memory_rdf_command(),
+        args=["serve", "--agents", "alice,bob", "--agents", "alice", "--data-dir",
+              str(data_dir)],
+        env={"MEMORY_RDF_MODEL": "heuristic"},
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:  # no --agent: the first listed is the default
+            await _only_alice_and_bob(client, "alice")
+
+    _run(main)
+    assert sorted(p.name for p in data_dir.iterdir()) == ["alice", "bob"]
+    assert not (tmp_path / "escape").exists()
+
+
+def test_http_server_serves_only_the_agents_of_the_environment(tmp_path: Path) -> None:
+    data_dir = tmp_path / "memory_data"
+    line: list[str] = []
+    with _http_server(data_dir, "--agent", "bob", extra_env={"MEMORY_RDF_AGENTS": "alice bob"},
+                      first_line=line) as url:
+        _run(lambda: _with_client(url, TOKEN, lambda c: _only_alice_and_bob(c, "bob")))
+    assert "only agents 'alice', 'bob'; 'bob' by default" in line[0], line
+    assert sorted(p.name for p in data_dir.iterdir()) == ["alice", "bob"]
+
+
+def test_agents_are_checked_before_anything_is_opened(tmp_path: Path) -> None:
+    data_dir = tmp_path / "d"
+    cases = [
+        (["--agents", "alice,bob", "--agent", "carol"], "'carol' is not among"),
+        (["--agents", "alice,../x"], "'../x' is invalid"),
+        (["--agents", "alice,,bob"], "empty agent id"),
+        (["--agents", ""], "empty agent id"),
+        (["--agents", "alice", "--agent", "../x"], "'../x' is invalid"),
+    ]
+    for args, message in cases:
+        result = _serve(*args, "--data-dir", str(data_dir))
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    environment = _serve("--data-dir", str(data_dir), env={"MEMORY_RDF_AGENTS": "a,../x"})
+    assert environment.returncode == 2 and "'../x' is invalid" in environment.stderr
+    assert not data_dir.exists() and not (tmp_path / "x").exists()
+
+
 # -- refusals -----------------------------------------------------------------------------------
 
 
@@ -266,6 +345,7 @@ def test_serve_help_has_examples() -> None:
     assert "Examples:" in result.stdout
     assert "memory-rdf serve --transport http" in result.stdout
     assert "MEMORY_RDF_TOKEN" in result.stdout
+    assert "memory-rdf serve --agents " in result.stdout and "MEMORY_RDF_AGENTS" in result.stdout
 
 
 def test_missing_sdk_is_a_clear_message(tmp_path: Path) -> None:

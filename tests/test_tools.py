@@ -255,6 +255,79 @@ def test_system_routes_by_agent_id_and_manager_refuses_another(
         call_tool("solo", "stats", {})  # type: ignore[arg-type]
 
 
+def test_agents_allow_list_in_the_schemas() -> None:
+    """``agents=``: agent_id lists the allowed ids (enum, duplicates dropped), in both formats,
+    and a schema-validating client refuses any other id."""
+    for schemas in ([t["function"]["parameters"] for t in openai_tools(agents=("alice", "bob",
+                                                                                 "alice"))],
+                    [t["input_schema"] for t in anthropic_tools(agents=["alice", "bob"])]):
+        assert len(schemas) == len(NAMES)
+        for schema in schemas:
+            jsonschema.Draft202012Validator.check_schema(schema)
+            agent_id = schema["properties"]["agent_id"]
+            assert agent_id["enum"] == ["alice", "bob"]
+            assert "'alice', 'bob'" in agent_id["description"]
+        recall = schemas[1]
+        jsonschema.validate({"keywords": [], "agent_id": "bob"}, recall)
+        for other in ("eve", "../x", "Alice"):
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate({"keywords": [], "agent_id": other}, recall)
+    assert "agent_id" not in anthropic_tools(include_agent_id=False,
+                                             agents=["alice"])[0]["input_schema"]["properties"]
+    assert "enum" not in anthropic_tools()[0]["input_schema"]["properties"]["agent_id"]
+
+
+@pytest.mark.parametrize(
+    ("agents", "error", "message"),
+    [([], InvalidInputError, "at least one"), (["ok", "../x"], InvalidInputError, "'../x'"),
+     ("alice", InvalidTypeError, "list of agent ids"), ([7], InvalidTypeError, "str")],
+)
+def test_a_bad_allow_list_is_refused(agents: object, error: type[Exception],
+                                     message: str) -> None:
+    with pytest.raises(error, match=message):
+        anthropic_tools(agents=agents)  # type: ignore[arg-type]
+
+
+def test_call_tool_with_an_allow_list_opens_nothing_for_another_agent(
+    data_dir: Path, model: ScriptedModel, make_manager: Callable[..., MemoryManager]
+) -> None:
+    allowed = ["alice", "bob"]
+    with MemorySystem(data_dir=data_dir, model=model, config=FAST) as system:
+        ack = call_tool(system, "remember", {"messages": [{"role": "user", "content": "beta"}],
+                                             "agent_id": "bob"},
+                        default_agent="alice", agents=allowed)
+        assert json.loads(ack)["agent_id"] == "bob"
+        call_tool(system, "remember", {"messages": [{"role": "user", "content": "alpha"}]},
+                  default_agent="alice", agents=allowed)
+        for agent in allowed:
+            assert system.agent(agent).wait_idle(timeout=30)
+        assert call_tool(system, "recall", '{"keywords": [], "agent_id": "bob"}',
+                         default_agent="alice", agents=allowed) == "[记忆] beta"
+        assert call_tool(system, "recall", {"keywords": []}, default_agent="alice",
+                         agents=allowed) == "[记忆] alpha"
+        calls = {"remember": {"messages": [{"role": "user", "content": "intruder"}]},
+                 "recall": {"keywords": []}, "memories": {}, "forget": {"ids": ["x"]},
+                 "stats": {}, "sparql": {"query": "ASK { ?s ?p ?o }"}}
+        for name, arguments in calls.items():
+            for other in ("eve", "../escape", "ALICE"):
+                with pytest.raises(InvalidInputError,
+                                   match=r"is not served here: the agent ids are 'alice', 'bob'"):
+                    call_tool(system, name, {**arguments, "agent_id": other},
+                              default_agent="alice", agents=allowed)
+            # naming no agent when the default is not allowed is refused the same way
+            with pytest.raises(InvalidInputError, match="'default' is not served here"):
+                call_tool(system, name, arguments, agents=allowed)
+        assert sorted(system.agents()) == allowed
+        assert json.loads(call_tool(system, "stats", {"agent_id": "alice"},
+                                    agents=allowed))["nodes"] == 1
+    assert sorted(p.name for p in data_dir.iterdir()) == allowed  # no eve, no default
+    assert not (data_dir.parent / "escape").exists()
+    mem = make_manager("solo")
+    assert json.loads(call_tool(mem, "stats", {}, agents=["solo"]))["agent_id"] == "solo"
+    with pytest.raises(InvalidInputError, match="'solo' is not served here"):
+        call_tool(mem, "stats", {}, agents=["alice"])
+
+
 def test_memories_and_forget_on_request(mem: MemoryManager) -> None:
     call_tool(mem, "remember", {"messages": [
         {"role": "user", "content": "Home address: 12 Elm Street", "timestamp":
