@@ -22,10 +22,12 @@ from memory_rdf import (
     QueryLimitError,
     SparqlError,
     UpdateRefusedError,
+    inspect,
 )
 from memory_rdf.tools import NOTHING_RECALLED, anthropic_tools, call_tool, openai_tools, tool_names
 
 from helpers import FAST, ScriptedModel
+from servers import Server
 
 NAMES = ["remember", "recall", "memories", "forget", "stats", "sparql"]
 # Both APIs: ^[a-zA-Z0-9_-]{1,64}$ for a function/tool name.
@@ -326,6 +328,33 @@ def test_call_tool_with_an_allow_list_opens_nothing_for_another_agent(
     assert json.loads(call_tool(mem, "stats", {}, agents=["solo"]))["agent_id"] == "solo"
     with pytest.raises(InvalidInputError, match="'solo' is not served here"):
         call_tool(mem, "stats", {}, agents=["alice"])
+
+
+def test_an_allow_list_writes_nothing_to_an_endpoint_for_another_agent(
+    oxigraph_server: Server, model: ScriptedModel
+) -> None:
+    """On a SPARQL endpoint (SPEC §8) a refused agent gets no graph, not even its lease."""
+    oxigraph_server.clear()
+    endpoint = oxigraph_server.endpoint()
+    try:
+        with MemorySystem(endpoint=endpoint, model=model, config=FAST) as system:
+            call_tool(system, "remember", {"messages": [{"role": "user", "content": "alpha"}]},
+                      default_agent="alice", agents=["alice"])
+            assert system.agent("alice").wait_idle(timeout=30)
+            graphs = oxigraph_server.graph_count()
+            assert graphs >= 1
+            for name, arguments in (("remember", {"messages": [{"role": "user",
+                                                                 "content": "x"}]}),
+                                    ("stats", {}), ("forget", {"ids": ["x"]})):
+                with pytest.raises(InvalidInputError, match="'eve' is not served here"):
+                    call_tool(system, name, {**arguments, "agent_id": "eve"},
+                              default_agent="alice", agents=["alice"])
+            assert system.agents() == ["alice"]
+            assert oxigraph_server.graph_count() == graphs
+            assert not inspect.agent_exists("eve", endpoint)
+    finally:
+        endpoint.close()
+        oxigraph_server.clear()
 
 
 def test_memories_and_forget_on_request(mem: MemoryManager) -> None:
