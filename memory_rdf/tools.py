@@ -81,7 +81,6 @@ _AGENT_ID: dict[str, Any] = {
 }
 
 
-
 def _allowed_agent_id(agents: tuple[str, ...], default_agent: str | None) -> dict[str, Any]:
     """``agent_id`` under an allow-list: the ids themselves (``enum``), so that a client sees
     which agents it may name and a schema-validating client refuses the others."""
