@@ -113,15 +113,16 @@ class ScanTiming:
 
     @property
     def others_cpu_us_per_scan(self) -> float:
-        """CPU time of the process's other threads per scan: RocksDB's memtable flushes and
-        the compactions the scans' writes set off."""
+        """CPU time of the process's other threads per scan: the disk writer applying the
+        scans' updates to RocksDB while the compression thread applies them to the read
+        mirror, RocksDB's memtable flushes and the compactions the writes set off."""
         return (self.process_cpu_s - self.cpu_s) * 1e6 / max(self.scans, 1)
 
     @property
     def ceiling_per_s(self) -> float:
         """The most scans/s this machine's CPUs allow at that cost, with a model that takes
         no time: every CPU the process may run on, busy with nothing else. (The measured
-        rate excluding the model can pass it: RocksDB's threads also run while the model
+        rate excluding the model can pass it: the other threads also run while the model
         computes.)"""
         return cpus() * 1e6 / max(self.process_cpu_us_per_scan, 1e-9)
 

@@ -110,7 +110,8 @@ def run(size: int, slices: int | None, tmp: Path, focus_limit: int, decay: float
                       f"{t.model_calls} model calls)")
                 print(f"  {'':<31} process CPU {t.process_cpu_us_per_scan:,.0f} µs a scan, model "
                       f"excluded ({t.thread_cpu_us_per_scan:,.0f} the compression thread, "
-                      f"{t.others_cpu_us_per_scan:,.0f} RocksDB's threads): with a model that "
+                      f"{t.others_cpu_us_per_scan:,.0f} the others: disk writer, RocksDB): with a "
+                      f"model that "
                       f"takes no time, at most {t.ceiling_per_s:,.0f} scans/s on this "
                       f"machine's {cpus()} CPUs")
 

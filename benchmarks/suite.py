@@ -963,9 +963,10 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
                 "FastModel, the same", fast["scans_per_cpu_s_excl_model"])
         if "process_cpu_us_per_scan" in builtin:
             row("compression: CPU of the whole process per scan, built-in model, model time "
-                f"excluded (RocksDB's threads: {builtin['others_cpu_us_per_scan']:.4g} µs)",
+                "excluded (other threads — disk writer, RocksDB: "
+                f"{builtin['others_cpu_us_per_scan']:.4g} µs)",
                 builtin["process_cpu_us_per_scan"], "µs",
-                f"FastModel, the same (RocksDB's threads: "
+                f"FastModel, the same (other threads: "
                 f"{fast['others_cpu_us_per_scan']:.4g} µs)", fast["process_cpu_us_per_scan"])
             row(f"compression: most scans/s {builtin['cpus']} CPUs allow at that cost (a model "
                 "that takes no time), built-in model", builtin["ceiling_per_s"], "scans/s",

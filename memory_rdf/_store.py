@@ -724,6 +724,72 @@ class _MirrorBudget:
 
 MIRROR_BUDGET = _MirrorBudget()
 
+#: Updates of at least this much text are applied to the disk store and to a live read mirror
+#: at the same time (AgentStore._commit_at_once): a compression commit (~700 kB of text for
+#: 100 scans) takes ~1.5 ms on each; handing one to the writer thread and back costs ~60 µs,
+#: which smaller updates (a remember's, ~10-40 kB) would not repay.
+PARALLEL_COMMIT_BYTES = 64 << 10
+
+
+@lru_cache(maxsize=1)
+def _parallel_writes() -> bool:
+    """More than one CPU to run the disk update and the mirror's on."""
+    try:
+        return len(os.sched_getaffinity(0)) > 1
+    except AttributeError:  # pragma: no cover - not Linux
+        return (os.cpu_count() or 1) > 1
+
+
+class _DiskWriter:
+    """The thread that applies large updates to the disk stores (AgentStore._commit_at_once),
+    one for the process: a commit hands it the update and waits for its answer.
+
+    Started before the first read mirror's build thread, and kept: a writer thread started
+    after a build had ended applied the same compression updates ~2.4× slower (0.98 against
+    0.41 s for 1,800 scans at 100k nodes, taking turns in one process), which made the two
+    stores at once slower than one after the other (PROFILE.md, eleventh pass). The likely
+    cause: glibc hands a new thread the allocator arena a finished thread left, here the
+    build thread's, which holds the whole in-memory copy.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._work: queue.SimpleQueue[tuple[ox.Store, str, queue.SimpleQueue[Any]]] = (
+            queue.SimpleQueue())
+        threading.Thread(target=self._run, name="memory-rdf-disk-write", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            store, text, answer = self._work.get()
+            try:
+                store.update(text, prefixes=V.PREFIXES)
+            except BaseException as exc:  # handed to the committing thread
+                answer.put(exc)
+            else:
+                answer.put(None)
+            # drop the store here: the last reference going away closes it (SPEC §7)
+            del store, text, answer
+
+    def start(self, store: ox.Store, text: str) -> queue.SimpleQueue[Any]:
+        """Apply ``text`` to ``store``; the queue answers None, or the exception raised."""
+        answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._work.put((store, text, answer))
+        return answer
+
+
+_writer: _DiskWriter | None = None
+_writer_lock = threading.Lock()
+
+
+def _disk_writer() -> _DiskWriter:
+    """The process's disk writer, made again in a child process (a forked copy has no
+    thread)."""
+    global _writer
+    with _writer_lock:
+        if _writer is None or _writer.pid != os.getpid():
+            _writer = _DiskWriter()
+        return _writer
+
 
 def _nodes_estimate(disk: ox.Store) -> int:
     """How many nodes the store holds, at most: the agent's node-creation counter (one
@@ -1050,9 +1116,10 @@ class _Mirror:
     taken while the write lock is held; every update committed after it is queued and applied
     once the copy is in, so the mirror is exactly the disk store from then on. Each commit
     applies its update to the disk store first (the truth, and the journal), then to the
-    mirror (:meth:`apply`). A mirror that fails to apply an update is dropped (reads go back
-    to disk) and rebuilt once; a second failure leaves the store without one. Both are
-    logged as warnings.
+    mirror (:meth:`apply`); a large one (a compression chunk's) to both at once, the mirror
+    built again if the disk refuses it (:meth:`AgentStore._commit_at_once`). A mirror that
+    fails to apply an update is dropped (reads go back to disk) and rebuilt once; a second
+    failure leaves the store without one. Both are logged as warnings.
     """
 
     def __init__(self, owner: AgentStore, wanted: bool | None, failures: int = 0,
@@ -1127,6 +1194,16 @@ class _Mirror:
         self.state = "off"
         self.owner.mirror_renewals += 1
         self.owner._mirror = _Mirror(self.owner, True, self.failures, renewal=True)
+
+    def rebuild(self, why: str) -> None:
+        """Drop this copy, which may differ from the disk store after ``why``, and build a
+        fresh one from the disk store in the background (reads go to disk meanwhile); the
+        owner's write lock is held."""
+        self.store = None
+        self.state = "off"
+        log.warning("memory_rdf: the read mirror of %s is built again after %s",
+                    self.owner.location, why)
+        self.owner._mirror = _Mirror(self.owner, True, self.failures)
 
     def _catch_up(self, mirror: ox.Store) -> None:
         """Apply the updates committed since the snapshot to the new copy, in rounds, without
@@ -1364,7 +1441,8 @@ class AgentStore(MemoryStore):
     ``mirror`` (an on-disk, writable store only): serve reads from an in-memory copy of the
     store, the *read mirror* (see :class:`_Mirror`): True always, None when its estimated size
     fits the memory available (:func:`mirror_fits`), False never. The disk store stays the
-    truth: every write lands there first, then on the mirror.
+    truth: every write lands there first, then on the mirror — or, for a large one, on both at
+    once (:meth:`_commit_at_once`).
     """
 
     def __init__(self, path: Path | None, *, read_only: bool = False,
@@ -1408,6 +1486,8 @@ class AgentStore(MemoryStore):
         if (self._mirror_wanted is False or self.path is None or self.read_only
                 or self._store is None):
             return
+        if _parallel_writes():
+            _disk_writer()  # before the mirror's build thread: see _DiskWriter
         self._mirror = _Mirror(self, self._mirror_wanted)
 
     def _stop_mirror(self) -> None:
@@ -1625,15 +1705,47 @@ class AgentStore(MemoryStore):
         text = batch.text()
         with self._write_lock:
             self._commits_since_optimize += 1
-            with _storage_errors(f"cannot write the memory store {self.path}"):
-                self.store.update(text, prefixes=V.PREFIXES)
             mirror = self._mirror
-            if mirror is not None:  # disk first: the disk store is the truth
-                mirror.apply(text, batch)
+            if (mirror is not None and mirror.store is not None
+                    and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):
+                self._commit_at_once(text, batch, mirror)
+            else:
+                with _storage_errors(f"cannot write the memory store {self.path}"):
+                    self.store.update(text, prefixes=V.PREFIXES)
+                if mirror is not None:  # disk first: the disk store is the truth
+                    mirror.apply(text, batch)
             self._unflushed += len(text)
             if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                 self._flush_in_background()
         batch.run_after_commit()
+
+    def _commit_at_once(self, text: str, batch: WriteBatch, mirror: _Mirror) -> None:
+        """A large update applied to the disk store (in a writer thread) and to the live read
+        mirror (here) at the same time: pyoxigraph releases the GIL in both, so on two CPUs a
+        compression commit costs the calling thread the longer of the two instead of their
+        sum (benchmarks/PROFILE.md, eleventh pass). The write lock is held until both are in,
+        so commits still land one after the other, in order, on both stores. If the disk
+        update fails, the mirror (which may hold the write) is dropped and built again from
+        the disk store, which stays the truth; a reader of the mirror may have seen the
+        failed write in between, as it sees any write before this call returns."""
+        answer = _disk_writer().start(self.store, text)
+        try:
+            mirror.apply(text, batch)
+        except BaseException:  # interrupted: whether the copy has the write is unknown
+            answer.get()
+            if self._mirror is mirror and mirror.store is not None:
+                mirror.rebuild("an interrupted write")
+            raise
+        try:
+            with _storage_errors(f"cannot write the memory store {self.path}"):
+                failed = answer.get()
+                if failed is not None:
+                    raise failed
+        except StoreError:
+            current = self._mirror
+            if current is not None and current.store is not None:
+                current.rebuild("a write that failed on the disk store")
+            raise
 
     def _flush_in_background(self) -> None:
         """Have RocksDB's memtables flushed by a background thread (the write lock is held):

@@ -1,0 +1,208 @@
+"""Large commits applied to the disk store and to the read mirror at once (issue 16,
+``AgentStore._commit_at_once``): on real stores, with the threshold lowered so that every
+commit takes that path, both stores end with exactly the same quads through remember,
+compression (decay, shortening, forgetting) and forget; a write the disk store refuses is in
+neither store afterwards (the mirror, which may have taken it, is built again from disk);
+commits from many threads still land one after the other."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyoxigraph as ox
+import pytest
+
+from memory_rdf import MemoryManager, StoreError, _store
+from memory_rdf import _vocab as V
+from memory_rdf._store import AgentStore, WriteBatch, iri_ref, lit, triple
+
+from helpers import FAST, ScriptedModel, quads, remember
+
+MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=8, decay_rate=0.6)
+
+
+@pytest.fixture
+def at_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every commit large enough to go both ways at once; the sizes of those that did."""
+    sizes: list[int] = []
+    real = AgentStore._commit_at_once
+
+    def counted(self: AgentStore, text: str, batch: WriteBatch, mirror: Any) -> None:
+        sizes.append(len(text))
+        real(self, text, batch, mirror)
+
+    monkeypatch.setattr(_store, "PARALLEL_COMMIT_BYTES", 0)
+    monkeypatch.setattr(AgentStore, "_commit_at_once", counted)
+    return sizes
+
+
+def in_step(mem: MemoryManager) -> AgentStore:
+    store = mem._store
+    assert isinstance(store, AgentStore)
+    assert store.wait_mirror(60), store.mirror_state
+    assert store._mirror is not None and store._mirror.store is not None
+    assert quads(store._mirror.store) == quads(store.store)
+    return store
+
+
+def test_every_kind_of_write_lands_on_both_stores(
+    data_dir: Path, model: ScriptedModel, at_once: list[int]
+) -> None:
+    if not _store._parallel_writes():
+        pytest.skip("one CPU: commits apply one store after the other")
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        in_step(mem)
+        remember(mem, "we decided JWT for login | the token expires after two hours")
+        remember(mem, "the office moves to Berlin | the new desk is by the window")
+        remember(mem, "lunch is at noon | the meeting room is booked")
+        remember(mem, "Li Na owns the release | the release is on December 15")
+        remember(mem, "the cat is called Miso | Miso likes the JWT talk")
+        store = in_step(mem)
+        made = len(at_once)
+        assert made > 0
+        reports = [mem.run_compression_slice() for _ in range(12)]
+        assert sum(r["compressed"] for r in reports) > 0, reports
+        assert sum(r["forgotten"] for r in reports) > 0, reports
+        assert len(at_once) > made
+        in_step(mem)
+        node = mem.memories(limit=1)[0]["id"]
+        mem.forget([node])
+        in_step(mem)
+        assert not mem.sparql(f"ASK {{ {_store.node_ref(node)} ?p ?o }}")
+        assert store.mirror_state == "on"
+
+
+def test_a_write_the_disk_refuses_is_in_neither_store(
+    data_dir: Path, model: ScriptedModel, at_once: list[int],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    if not _store._parallel_writes():
+        pytest.skip("one CPU: commits apply one store after the other")
+
+    class FullDisk:
+        """pyoxigraph's store, whose next update fails as a full disk would make it."""
+
+        def __init__(self, real: ox.Store) -> None:
+            self.real, self.failing = real, True
+
+        def update(self, *args: Any, **kwargs: Any) -> None:
+            if self.failing:
+                self.failing = False
+                raise OSError(28, "No space left on device")
+            self.real.update(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        remember(mem, "we decided JWT for login | the token expires after two hours")
+        store = in_step(mem)
+        real = store._store
+        assert real is not None
+        store._store = FullDisk(real)  # type: ignore[assignment]
+        marker = triple(iri_ref(V.NODE + "f00d"), V.CONTENT, lit("never written"))
+        batch = WriteBatch()
+        batch.insert([marker])
+        with caplog.at_level(logging.WARNING, logger="memory_rdf"), \
+                pytest.raises(StoreError, match="No space left on device"):
+            store.commit(batch)
+        assert "built again after a write that failed on the disk store" in caplog.text
+        store = in_step(mem)  # the copy built again from the disk store
+        assert store._mirror is not None and store._mirror.store is not None
+        ask = "ASK { ?n memory:content \"never written\" }"
+        assert not store._mirror.store.query(ask, prefixes=V.PREFIXES)
+        assert not real.query(ask, prefixes=V.PREFIXES)
+        remember(mem, "Li Na owns the release")  # the next writes land on both
+        in_step(mem)
+        assert "Li Na" in mem.recall(["Li Na"], depth=2)
+
+
+def test_commits_from_many_threads_land_one_after_the_other(
+    data_dir: Path, model: ScriptedModel, at_once: list[int]
+) -> None:
+    if not _store._parallel_writes():
+        pytest.skip("one CPU: commits apply one store after the other")
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        store = in_step(mem)
+        subject = iri_ref(V.NODE + "c0ffee")
+
+        def writer(k: int) -> None:
+            for i in range(25):
+                batch = WriteBatch()
+                batch.delete([triple(subject, V.SCAN_COUNT, lit(k * 100 + i - 1))])
+                batch.insert([triple(subject, V.SCAN_COUNT, lit(k * 100 + i))])
+                store.commit(batch)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(at_once) >= 100
+        in_step(mem)
+        counts = store.rows(f"SELECT ?c WHERE {{ {subject} memory:scanCount ?c }}")
+        assert sorted(c for (c,) in counts) == [24, 124, 224, 324]
+
+
+def test_an_interrupted_commit_waits_for_the_disk_and_builds_the_mirror_again(
+    data_dir: Path, model: ScriptedModel, at_once: list[int]
+) -> None:
+    """Ctrl-C while the mirror applies: the disk update in flight is waited for (the write
+    lock is not given up under it) and the copy, which may or may not hold the write, is
+    built again from the disk store."""
+    if not _store._parallel_writes():
+        pytest.skip("one CPU: commits apply one store after the other")
+
+    class Interrupted:
+        def __init__(self, real: ox.Store) -> None:
+            self.real = real
+
+        def update(self, *args: Any, **kwargs: Any) -> None:
+            raise KeyboardInterrupt
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    class SlowDisk(Interrupted):
+        def update(self, *args: Any, **kwargs: Any) -> None:
+            time.sleep(0.3)
+            self.real.update(*args, **kwargs)
+
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        remember(mem, "we decided JWT for login | the token expires after two hours")
+        store = in_step(mem)
+        assert store._mirror is not None and store._mirror.store is not None
+        store._mirror.store = Interrupted(store._mirror.store)  # type: ignore[assignment]
+        real = store._store
+        store._store = SlowDisk(real)  # type: ignore[assignment]
+        marker = triple(iri_ref(V.NODE + "f00d"), V.CONTENT, lit("written on disk"))
+        batch = WriteBatch()
+        batch.insert([marker])
+        with pytest.raises(KeyboardInterrupt):
+            store.commit(batch)
+        store._store = real
+        assert store.store.query('ASK { ?n memory:content "written on disk" }',
+                                 prefixes=V.PREFIXES)
+        store = in_step(mem)
+        assert mem.sparql('ASK { ?n memory:content "written on disk" }')
+
+
+def test_a_closed_store_is_released_by_the_writer_thread(
+    data_dir: Path, model: ScriptedModel, at_once: list[int]
+) -> None:
+    """The writer thread keeps no reference to the last store it wrote to: closing the agent
+    releases its RocksDB lock, and the same process opens it again at once."""
+    if not _store._parallel_writes():
+        pytest.skip("one CPU: commits apply one store after the other")
+    for text in ("we decided JWT for login", "Li Na owns the release"):
+        with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+            in_step(mem)
+            remember(mem, text)
+    assert len(at_once) >= 2
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        assert "Li Na" in mem.recall(["Li Na"], depth=2)
+        assert "JWT" in mem.recall(["JWT"], depth=2)
