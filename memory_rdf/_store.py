@@ -725,10 +725,10 @@ class _MirrorBudget:
 MIRROR_BUDGET = _MirrorBudget()
 
 #: Updates of at least this much text are applied to the disk store and to a live read mirror
-#: at the same time (AgentStore._commit_at_once): a compression commit (~700 kB of text for
-#: 100 scans) takes ~1.5 ms on each; handing one to the writer thread and back costs ~60 µs,
-#: which smaller updates (a remember's, ~10-40 kB) would not repay.
-PARALLEL_COMMIT_BYTES = 64 << 10
+#: at the same time (AgentStore._commit_at_once): a compression chunk's (360-700 kB of text
+#: for 100 scans, decay only or every node shortened). A remember's (~80 kB for 5 segments)
+#: stays one store after the other, as measured for issue 16's remember figures.
+PARALLEL_COMMIT_BYTES = 256 << 10
 
 
 @lru_cache(maxsize=1)
