@@ -22,6 +22,9 @@ from memory_rdf._store import AgentStore, WriteBatch, iri_ref, lit, triple
 
 from helpers import FAST, ScriptedModel, quads, remember
 
+pytestmark = pytest.mark.skipif(not _store._parallel_writes(),
+                                reason="one CPU: commits apply one store after the other")
+
 MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=8, decay_rate=0.6)
 
 
@@ -52,8 +55,6 @@ def in_step(mem: MemoryManager) -> AgentStore:
 def test_every_kind_of_write_lands_on_both_stores(
     data_dir: Path, model: ScriptedModel, at_once: list[int]
 ) -> None:
-    if not _store._parallel_writes():
-        pytest.skip("one CPU: commits apply one store after the other")
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         in_step(mem)
         remember(mem, "we decided JWT for login | the token expires after two hours")
@@ -80,8 +81,6 @@ def test_a_write_the_disk_refuses_is_in_neither_store(
     data_dir: Path, model: ScriptedModel, at_once: list[int],
     caplog: pytest.LogCaptureFixture
 ) -> None:
-    if not _store._parallel_writes():
-        pytest.skip("one CPU: commits apply one store after the other")
 
     class FullDisk:
         """pyoxigraph's store, whose next update fails as a full disk would make it."""
@@ -124,8 +123,6 @@ def test_a_write_the_disk_refuses_is_in_neither_store(
 def test_commits_from_many_threads_land_one_after_the_other(
     data_dir: Path, model: ScriptedModel, at_once: list[int]
 ) -> None:
-    if not _store._parallel_writes():
-        pytest.skip("one CPU: commits apply one store after the other")
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         store = in_step(mem)
         subject = iri_ref(V.NODE + "c0ffee")
@@ -154,8 +151,6 @@ def test_an_interrupted_commit_waits_for_the_disk_and_builds_the_mirror_again(
     """Ctrl-C while the mirror applies: the disk update in flight is waited for (the write
     lock is not given up under it) and the copy, which may or may not hold the write, is
     built again from the disk store."""
-    if not _store._parallel_writes():
-        pytest.skip("one CPU: commits apply one store after the other")
 
     class Interrupted:
         def __init__(self, real: ox.Store) -> None:
@@ -196,8 +191,6 @@ def test_a_closed_store_is_released_by_the_writer_thread(
 ) -> None:
     """The writer thread keeps no reference to the last store it wrote to: closing the agent
     releases its RocksDB lock, and the same process opens it again at once."""
-    if not _store._parallel_writes():
-        pytest.skip("one CPU: commits apply one store after the other")
     for text in ("we decided JWT for login", "Li Na owns the release"):
         with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
             in_step(mem)
