@@ -59,11 +59,12 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
     for key in ("compression_fast_model", "compression_builtin_model"):
         timing = size["metrics"][key]
         assert timing["scanned"] > 0 and timing["scans_per_cpu_s_excl_model"] > 0, timing
-        # the whole process's CPU (RocksDB's threads too) is at least the scanning thread's
+        # the whole process's CPU (the disk writer's and RocksDB's threads too) is at least
+        # the scanning thread's
         thread_us = 1e6 / timing["scans_per_cpu_s_excl_model"]
         assert timing["process_cpu_us_per_scan"] == pytest.approx(
             thread_us + timing["others_cpu_us_per_scan"]), timing
-        # the process's window holds the thread's: RocksDB's threads add, never take away
+        # the process's window holds the thread's: the other threads add, never take away
         assert timing["others_cpu_us_per_scan"] >= 0, timing
         assert timing["ceiling_per_s"] == pytest.approx(
             timing["cpus"] * 1e6 / timing["process_cpu_us_per_scan"]), timing
@@ -91,7 +92,8 @@ def test_compression_throughput_times_only_scans_that_compress(tmp_path: Path) -
         assert found is not None, line
         assert found[1] == found[2] == "600", line
     ceilings = re.findall(r"process CPU ([\d,]+) µs a scan, model excluded \(([\d,]+) the "
-                          r"compression thread, ([\d,]+) RocksDB's threads\): .* at most "
+                          r"compression thread, ([\d,]+) the others: disk writer, RocksDB\): "
+                          r".* at most "
                           r"([\d,]+) scans/s on this machine's (\d+) CPUs", done.stdout)
     assert len(ceilings) == 2, done.stdout
     for cpu_us, thread_us, others_us, most, n in (
