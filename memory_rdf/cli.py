@@ -1093,7 +1093,7 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
     from memory_rdf import MemorySystem, mcp_server
 
     _agent(agent)
-    allowed = _served_agents(ctx, agent, agents)
+    allowed = _served_agents(ctx, agents)
     if allowed is not None:
         agent = allowed[0] if _defaulted(ctx, "agent") else agent
         if agent not in allowed:
@@ -1146,8 +1146,7 @@ def _defaulted(ctx: click.Context, name: str) -> bool:
     return ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT
 
 
-def _served_agents(ctx: click.Context, agent: str, given: tuple[str, ...]
-                   ) -> tuple[str, ...] | None:
+def _served_agents(ctx: click.Context, given: tuple[str, ...]) -> tuple[str, ...] | None:
     """``--agents`` as checked ids in their order, duplicates dropped (None: not given). Each
     value is split at commas; the environment variable's also at whitespace (click's
     splitting of a repeatable option). Every id is checked before any file is touched."""

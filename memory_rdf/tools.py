@@ -495,16 +495,8 @@ def call_tool(
     allowed = _check_agents(agents)
     args = _parse_arguments(tool, arguments)
     agent_id = args.pop("agent_id", None)
-    if allowed is not None:
-        chosen = agent_id
-        if chosen is None:
-            chosen = (system_or_manager.agent_id if isinstance(system_or_manager, MemoryManager)
-                      else default_agent)
-        if chosen not in allowed:  # refused before _manager opens (or creates) anything
-            raise InvalidInputError(
-                f"agent_id {chosen!r} is not served here: the agent ids are "
-                f"{_quoted(allowed)}")
-    return tool.run(_manager(system_or_manager, agent_id, default_agent), args, timeout)
+    return tool.run(_manager(system_or_manager, agent_id, default_agent, allowed), args,
+                    timeout)
 
 
 def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
@@ -538,8 +530,20 @@ def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> 
 
 
 def _manager(
-    target: MemorySystem | MemoryManager, agent_id: object, default_agent: str
+    target: MemorySystem | MemoryManager, agent_id: object, default_agent: str,
+    allowed: tuple[str, ...] | None = None,
 ) -> MemoryManager:
+    """The manager a call goes to: the one ``agent_id`` names, else the bound manager or
+    ``default_agent``; one outside ``allowed`` is refused before anything is opened (or
+    created) for it."""
+    if allowed is not None:
+        chosen = agent_id
+        if chosen is None:
+            chosen = target.agent_id if isinstance(target, MemoryManager) else default_agent
+        if chosen not in allowed:
+            raise InvalidInputError(
+                f"agent_id {chosen!r} is not served here: the agent ids are "
+                f"{_quoted(allowed)}")
     if isinstance(target, MemoryManager):
         if agent_id is not None and agent_id != target.agent_id:
             raise InvalidInputError(
