@@ -1190,20 +1190,21 @@ class _Mirror:
         """Drop this copy (and the deleted triples it keeps) and build a fresh one from the
         disk store in the background (reads go to disk meanwhile); the owner's write lock is
         held. See MIRROR_RENEW_MIN_BYTES."""
-        self.store = None
-        self.state = "off"
         self.owner.mirror_renewals += 1
-        self.owner._mirror = _Mirror(self.owner, True, self.failures, renewal=True)
+        self._build_again(renewal=True)
 
     def rebuild(self, why: str) -> None:
         """Drop this copy, which may differ from the disk store after ``why``, and build a
         fresh one from the disk store in the background (reads go to disk meanwhile); the
         owner's write lock is held."""
-        self.store = None
-        self.state = "off"
         log.warning("memory_rdf: the read mirror of %s is built again after %s",
                     self.owner.location, why)
-        self.owner._mirror = _Mirror(self.owner, True, self.failures)
+        self._build_again(renewal=False)
+
+    def _build_again(self, renewal: bool) -> None:
+        self.store = None
+        self.state = "off"
+        self.owner._mirror = _Mirror(self.owner, True, self.failures, renewal=renewal)
 
     def _catch_up(self, mirror: ox.Store) -> None:
         """Apply the updates committed since the snapshot to the new copy, in rounds, without
