@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyoxigraph as ox
 import pytest
 
 from memory_rdf import MemoryManager, StoreError, _store
@@ -52,6 +51,28 @@ def in_step(mem: MemoryManager) -> AgentStore:
     return store
 
 
+
+class Wrapped:
+    """pyoxigraph's store whose update() runs ``before`` first: raising, or waiting, as a
+    full, interrupted or slow store would."""
+
+    def __init__(self, real: Any, before: Any) -> None:
+        self.real, self.before = real, before
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.before()
+        self.real.update(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def marker_batch(text: str) -> tuple[WriteBatch, str]:
+    """A commit of one content triple, and the ASK that finds it."""
+    batch = WriteBatch()
+    batch.insert([triple(iri_ref(V.NODE + "f00d"), V.CONTENT, lit(text))])
+    return batch, f"ASK {{ ?n memory:content {lit(text)} }}"
+
 def test_every_kind_of_write_lands_on_both_stores(
     data_dir: Path, model: ScriptedModel, at_once: list[int]
 ) -> None:
@@ -81,38 +102,25 @@ def test_a_write_the_disk_refuses_is_in_neither_store(
     data_dir: Path, model: ScriptedModel, at_once: list[int],
     caplog: pytest.LogCaptureFixture
 ) -> None:
+    failures = [OSError(28, "No space left on device")]
 
-    class FullDisk:
-        """pyoxigraph's store, whose next update fails as a full disk would make it."""
-
-        def __init__(self, real: ox.Store) -> None:
-            self.real, self.failing = real, True
-
-        def update(self, *args: Any, **kwargs: Any) -> None:
-            if self.failing:
-                self.failing = False
-                raise OSError(28, "No space left on device")
-            self.real.update(*args, **kwargs)
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.real, name)
+    def full_once() -> None:
+        if failures:
+            raise failures.pop()
 
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         remember(mem, "we decided JWT for login | the token expires after two hours")
         store = in_step(mem)
         real = store._store
         assert real is not None
-        store._store = FullDisk(real)  # type: ignore[assignment]
-        marker = triple(iri_ref(V.NODE + "f00d"), V.CONTENT, lit("never written"))
-        batch = WriteBatch()
-        batch.insert([marker])
+        store._store = Wrapped(real, full_once)  # type: ignore[assignment]
+        batch, ask = marker_batch("never written")
         with caplog.at_level(logging.WARNING, logger="memory_rdf"), \
                 pytest.raises(StoreError, match="No space left on device"):
             store.commit(batch)
         assert "built again after a write that failed on the disk store" in caplog.text
         store = in_step(mem)  # the copy built again from the disk store
         assert store._mirror is not None and store._mirror.store is not None
-        ask = "ASK { ?n memory:content \"never written\" }"
         assert not store._mirror.store.query(ask, prefixes=V.PREFIXES)
         assert not real.query(ask, prefixes=V.PREFIXES)
         remember(mem, "Li Na owns the release")  # the next writes land on both
@@ -152,38 +160,41 @@ def test_an_interrupted_commit_waits_for_the_disk_and_builds_the_mirror_again(
     lock is not given up under it) and the copy, which may or may not hold the write, is
     built again from the disk store."""
 
-    class Interrupted:
-        def __init__(self, real: ox.Store) -> None:
-            self.real = real
-
-        def update(self, *args: Any, **kwargs: Any) -> None:
-            raise KeyboardInterrupt
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.real, name)
-
-    class SlowDisk(Interrupted):
-        def update(self, *args: Any, **kwargs: Any) -> None:
-            time.sleep(0.3)
-            self.real.update(*args, **kwargs)
+    def interrupt() -> None:
+        raise KeyboardInterrupt
 
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         remember(mem, "we decided JWT for login | the token expires after two hours")
         store = in_step(mem)
         assert store._mirror is not None and store._mirror.store is not None
-        store._mirror.store = Interrupted(store._mirror.store)  # type: ignore[assignment]
+        store._mirror.store = Wrapped(store._mirror.store, interrupt)  # type: ignore[assignment]
         real = store._store
-        store._store = SlowDisk(real)  # type: ignore[assignment]
-        marker = triple(iri_ref(V.NODE + "f00d"), V.CONTENT, lit("written on disk"))
-        batch = WriteBatch()
-        batch.insert([marker])
+        store._store = Wrapped(real, lambda: time.sleep(0.3))  # type: ignore[assignment]
+        batch, ask = marker_batch("written on disk")
         with pytest.raises(KeyboardInterrupt):
             store.commit(batch)
         store._store = real
-        assert store.store.query('ASK { ?n memory:content "written on disk" }',
-                                 prefixes=V.PREFIXES)
+        assert store.store.query(ask, prefixes=V.PREFIXES)
         store = in_step(mem)
-        assert mem.sparql('ASK { ?n memory:content "written on disk" }')
+        assert mem.sparql(ask)
+
+
+def test_a_commit_returns_once_the_disk_store_has_the_write(
+    data_dir: Path, model: ScriptedModel, at_once: list[int]
+) -> None:
+    """The disk store stays the truth and the journal: however slow its update, the commit
+    returns only after it is in (what the kill -9 tests rely on for the path that writes one
+    store after the other)."""
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        store = in_step(mem)
+        real = store._store
+        store._store = Wrapped(real, lambda: time.sleep(0.3))  # type: ignore[assignment]
+        batch, ask = marker_batch("on disk before the commit returns")
+        store.commit(batch)
+        assert at_once
+        assert real is not None and real.query(ask, prefixes=V.PREFIXES)
+        store._store = real
+        in_step(mem)
 
 
 def test_a_closed_store_is_released_by_the_writer_thread(
