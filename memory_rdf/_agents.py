@@ -28,6 +28,7 @@ __all__ = [
     "agent_exists",
     "agent_path",
     "default_data_dir",
+    "refuse_shared_directory",
     "validate_agent_id",
 ]
 
@@ -44,6 +45,13 @@ _AGENT_ID_CHARS = re.compile(r"[\w.-]+")
 #: Most UTF-8 bytes of an id: a file name holds 255 bytes (not characters), and the store's
 #: rewrite adds ``~copy.nq`` to it.
 AGENT_ID_MAX_BYTES = 240
+
+#: Names that Windows gives to devices in every directory, with any extension (``con``,
+#: ``NUL.txt``, ``COM1``): a store directory of that name cannot be made there.
+_WINDOWS_DEVICES = re.compile(r"(?:CON|PRN|AUX|NUL|COM[0-9\u00b9\u00b2\u00b3]"
+                              r"|LPT[0-9\u00b9\u00b2\u00b3])(?:\..*)?", re.IGNORECASE)
+#: Whether ids are checked for Windows' file names (:func:`windows_name_problem`).
+_WINDOWS = os.name == "nt"
 
 
 def validate_agent_id(agent_id: object) -> str:
@@ -68,7 +76,71 @@ def validate_agent_id(agent_id: object) -> str:
             f"agent_id is {size} bytes in UTF-8; at most {AGENT_ID_MAX_BYTES} fit in a file "
             "name (a CJK character takes 3)"
         )
+    problem = windows_name_problem(agent_id) if _WINDOWS else None
+    if problem:
+        raise InvalidInputError(
+            f"agent_id {agent_id!r} cannot be a directory on Windows: {problem}")
     return agent_id
+
+
+def windows_name_problem(agent_id: str) -> str | None:
+    """Why Windows could not keep ``agent_id`` as a directory of its own, or None. Checked by
+    :func:`validate_agent_id` on Windows only (elsewhere these ids work, as SPEC §2 allows).
+
+    >>> windows_name_problem("nul.txt")
+    "it is the name of a device ('NUL')"
+    >>> windows_name_problem("v2.")
+    "Windows drops a trailing '.': it would be 'v2'"
+    >>> windows_name_problem("agent.v2") is None
+    True
+    """
+    if _WINDOWS_DEVICES.fullmatch(agent_id):
+        return f"it is the name of a device ({agent_id.partition('.')[0].upper()!r})"
+    if agent_id.endswith("."):
+        return f"Windows drops a trailing '.': it would be {agent_id.rstrip('.')!r}"
+    return None
+
+
+def refuse_shared_directory(path: Path) -> None:
+    """Refuse an agent directory that another entry of the data directory also reaches.
+
+    SPEC §2: ``{data_dir}/{agent_id}`` holds that agent's store and nothing of any other
+    agent's. A file system that ignores case (macOS's and Windows' by default) or Unicode
+    normalization (macOS) opens ``Alice``'s directory for ``alice``, and a symbolic link
+    can make two names one directory: the second id would read and write the first one's
+    memory. Checked before anything is created or written (nothing to do when ``path`` does
+    not exist yet). Raises :class:`~memory_rdf.InvalidInputError` naming the other entry.
+    """
+    try:
+        reached = path.stat()
+        entries = list(os.scandir(path.parent))
+    except OSError:  # not there yet (or unreadable: the open reports that)
+        return
+    names = set()
+    for entry in entries:
+        names.add(entry.name)
+        if entry.name == path.name:
+            continue
+        try:
+            # DirEntry.inode() costs no system call on POSIX: only a link or the same inode
+            # needs the entry's own stat (which follows links).
+            if not entry.is_symlink() and entry.inode() != reached.st_ino:
+                continue
+            same = os.path.samestat(entry.stat(), reached)
+        except OSError:
+            continue
+        if same:
+            raise InvalidInputError(
+                f"agent_id {path.name!r} reaches the same directory as {entry.name!r} in "
+                f"{path.parent} (this file system ignores case, or one is a link to the "
+                "other): every agent's memory is its own; choose an id that differs by more "
+                "than case"
+            )
+    if path.name not in names:
+        raise InvalidInputError(
+            f"agent_id {path.name!r}: this file system opens {path} under another name; "
+            "choose another id"
+        )
 
 
 def default_data_dir() -> Path:

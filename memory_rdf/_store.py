@@ -39,6 +39,7 @@ from typing import Any, BinaryIO, TypeVar
 import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
+from memory_rdf._agents import refuse_shared_directory
 from memory_rdf._exceptions import (
     MemoryRDFError,
     QueryLimitError,
@@ -1469,8 +1470,10 @@ class AgentStore(MemoryStore):
             if path is None:
                 self._store: ox.Store | None = ox.Store()
             elif read_only:
+                refuse_shared_directory(path)
                 self._store = ox.Store.read_only(str(path))
             else:
+                refuse_shared_directory(path)
                 _finish_rewrite(path)
                 _refuse_foreign_directory(path)
                 _private_directory(path)

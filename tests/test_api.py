@@ -125,6 +125,71 @@ def test_agent_id_type_and_good_ids(tmp_path: Path) -> None:
     assert _files(tmp_path) == []
 
 
+def test_two_ids_that_reach_one_directory_are_refused(tmp_path: Path,
+                                                      model: ScriptedModel) -> None:
+    """SPEC §2: an agent's directory holds its store and nothing of any other agent's. On a
+    file system that ignores case (macOS, Windows) ``alice`` opens ``Alice``'s directory;
+    here a link makes the second name, and the same check refuses it before anything is
+    written, for every way in (manager, system, read-only inspection)."""
+    data = tmp_path / "data"
+    with MemoryManager("Alice", data_dir=data, config=FAST, model=model) as mem:
+        remember(mem, "Alice's private note")
+    os.symlink("Alice", data / "alice")
+    before = _files(data / "Alice")
+    with pytest.raises(ValueError, match="agent_id 'alice' reaches the same directory as "
+                                         "'Alice'"):
+        MemoryManager("alice", data_dir=data, config=FAST, model=model).initialize()
+    with MemorySystem(data_dir=data, model=model, config=FAST) as system, \
+            pytest.raises(ValueError, match="same directory as 'Alice'"):
+        system.agent("alice").recall(["note"])
+    with pytest.raises(ValueError, match="same directory as 'Alice'"):
+        memory_rdf.inspect.stats("alice", data)
+    # A link makes both names one directory: the first is refused as well, naming the link.
+    with pytest.raises(ValueError, match="agent_id 'Alice' reaches the same directory as "
+                                         "'alice'"):
+        MemoryManager("Alice", data_dir=data, config=FAST, model=model).initialize()
+    assert _files(data / "Alice") == before  # nothing was opened, nothing written
+    (data / "alice").unlink()
+    with MemoryManager("Alice", data_dir=data, config=FAST, model=model) as mem:
+        assert mem.recall(["note"]) == "[记忆] Alice's private note"
+
+
+def test_a_store_linked_from_elsewhere_is_still_its_agents_own(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """A link from the data directory to a store kept elsewhere (another disk) is one name for
+    one directory: it opens."""
+    elsewhere = tmp_path / "big-disk"
+    with MemoryManager("bob", data_dir=elsewhere, config=FAST, model=model) as mem:
+        remember(mem, "Bob's note")
+    data = tmp_path / "data"
+    data.mkdir()
+    os.symlink(elsewhere / "bob", data / "bob")
+    with MemoryManager("bob", data_dir=data, config=FAST, model=model) as mem:
+        assert mem.recall(["note"]) == "[记忆] Bob's note"
+
+
+def test_ids_windows_cannot_keep_are_refused_there_only(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """Device names (``CON``, ``nul.txt``, ``COM1``) and a trailing ``.`` (which Windows
+    drops, so that ``v2.`` would be ``v2``'s directory) are refused on Windows; elsewhere
+    they are ordinary ids, as SPEC §2 allows."""
+    from memory_rdf import _agents
+
+    odd = ("CON", "nul.txt", "Com1", "lpt9.log", "aux", "v2.")
+    fine = ("console", "nullable", "com10", "v2.0", "agent.v2", "助手")
+    for agent_id in (*odd, *fine):
+        assert _agents.validate_agent_id(agent_id) == agent_id
+    monkeypatch.setattr(_agents, "_WINDOWS", True)
+    for agent_id in odd:
+        with pytest.raises(ValueError, match=f"agent_id '{agent_id}' cannot be a directory on "
+                                             "Windows"):
+            MemoryManager(agent_id, data_dir=tmp_path)
+    for agent_id in fine:
+        assert _agents.validate_agent_id(agent_id) == agent_id
+    assert _files(tmp_path) == []
+
+
 def test_store_layout_one_directory_per_agent(tmp_path: Path, model: ScriptedModel) -> None:
     with MemorySystem(data_dir=tmp_path, model=model, config=FAST) as system:
         system.agent("a").remember(say("one"))
