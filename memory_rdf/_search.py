@@ -22,7 +22,7 @@ import heapq
 import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +119,25 @@ def rank_words(text: str) -> frozenset[str]:
     Cached by text: tokenizing costs ~35-50 µs per 150-300 characters, paid for every ranked
     hit of every recall, and the same nodes are ranked again by later recalls."""
     return frozenset(stem(t) for t in tokenize_for_index(text))
+
+
+@functools.lru_cache(maxsize=8)
+def keep_apart(separator: str) -> Callable[[str], str]:
+    """What keeps a recall's entries apart when their text holds the separator's line: for a
+    separator that is one line of its own (``"\\n---\\n"``, the default), every line of an
+    entry that is that line (a Markdown rule in a remembered reply, ``---``) gets one space
+    before it, so that splitting the recall text at the separator gives back its entries, each
+    starting with its marker (SPEC §5.4; the tool descriptions tell models that lines of
+    ``---`` separate them). Any other separator: entries are left as they are.
+
+    >>> keep_apart("\\n---\\n")("[记忆] intro\\n---\\nmore\\n---")
+    '[记忆] intro\\n ---\\nmore\\n ---'
+    """
+    line = separator[1:-1]
+    if len(separator) < 3 or separator != f"\n{line}\n" or not line.strip() or "\n" in line:
+        return lambda entry: entry
+    own_line = re.compile(f"^{re.escape(line)}$", re.MULTILINE)
+    return lambda entry: own_line.sub(lambda m: " " + m.group(), entry)
 
 
 def asks(content: str) -> bool:
@@ -504,11 +523,13 @@ class Searcher:
         words: benchmarks/RECALL.md.)"""
         t = self._templates
         sep = len(t.entry_separator)
+        apart = keep_apart(t.entry_separator)
         entries: list[str] = []
         used = 0
 
         def take(entry: str) -> bool:
             nonlocal used
+            entry = apart(entry)
             cost = len(entry) + (sep if entries else 0)
             if entries and max_chars is not None and used + cost > max_chars:
                 return False

@@ -120,6 +120,31 @@ def test_each_node_once_and_result_limit(make_manager) -> None:
     assert unlimited.recall([], depth=3).count("[记忆]") == 4
 
 
+def test_a_separator_line_inside_a_memory_does_not_split_its_entry(make_manager) -> None:
+    """A remembered reply with Markdown rules (lines of ``---``, the default separator's line)
+    stays one entry: split at the separator, the recall gives back one entry per memory, each
+    starting with its marker, the rule lines shown with a space before them."""
+    class WholeMessages(ScriptedModel):
+        def segment(self, text: str) -> list[str]:  # one segment: the message, rules and all
+            return [text.partition(": ")[2]]
+
+    mem = make_manager(model=WholeMessages())
+    remember(mem, "Plan A\n---\n[记忆] not a memory of its own\n---")
+    remember(mem, "Plan B")
+    text = mem.recall(["Plan"], depth=2)
+    parts = text.split(SEP)
+    assert sorted(parts) == [
+        "[记忆] Plan A\n ---\n[记忆] not a memory of its own\n ---",
+        "[记忆] Plan B",
+    ]
+    stored = mem.sparql('SELECT ?c WHERE { ?n memory:content ?c FILTER(STRSTARTS(?c, "Plan A")) }')
+    assert stored == [{"c": "Plan A\n---\n[记忆] not a memory of its own\n---"}]  # unchanged
+    other = make_manager("pipes", model=WholeMessages(), config=FAST.replace(
+        templates=Templates(entry_separator=" | ")))
+    remember(other, "x\n---\ny")
+    assert other.recall(["x"], depth=1) == "[记忆] x\n---\ny"  # only a line separator is kept apart
+
+
 @pytest.fixture
 def forgot(make_manager) -> MemoryManager:
     """root ↔ ab ↔ tnt, then 'ab' is forgotten by a compression scan (too short to keep)."""
