@@ -89,6 +89,18 @@ def agent_graphs(agent_id: str) -> Graphs:
     )
 
 
+class _NotApplied(StoreError):
+    """The endpoint answered an update as done, and a query does not show it."""
+
+
+def _older(until: object, written: datetime) -> bool:
+    """Whether the lease's expiry read back is older than the one just written (by more than
+    a second: an engine may keep whole seconds): the write did not land. Unknown forms: no."""
+    if not isinstance(until, datetime) or until.tzinfo is None:
+        return False
+    return until < written - timedelta(seconds=1)
+
+
 class _Transient(Exception):
     """A 5xx answer: worth retrying."""
 
@@ -595,7 +607,15 @@ class RemoteStore(MemoryStore):
         expires = datetime.now(UTC) + timedelta(seconds=self.endpoint.lease_seconds)
         self._lease_update("take_lease.ru", expires)
         held = self.lease()
-        if held is None or held[0] != self.holder:
+        if held is None or (held[0] == self.holder and _older(held[1], expires)):
+            raise _NotApplied(
+                f"{self.endpoint.update_url} answered the update that takes agent "
+                f"{self.agent_id!r}'s lease as done, but {self.endpoint.query_url} does not show "
+                "it: updates sent there do not reach this store (a proxy or a read-only "
+                "service that answers without running them?), and memory written that way "
+                "would be lost; check update_url"
+            )
+        if held[0] != self.holder:
             holder, until = held if held else ("?", None)
             raise StoreLockedError(
                 f"agent {self.agent_id!r} on {self.endpoint.query_url} is held by {holder} "
@@ -608,7 +628,7 @@ class RemoteStore(MemoryStore):
         while not self._stop.wait(every):
             try:
                 self._take_lease()
-            except StoreLockedError as exc:
+            except (StoreLockedError, _NotApplied) as exc:
                 self._lease_lost = f"the lease was lost: {exc}"
                 return
             except StoreError:

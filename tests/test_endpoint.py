@@ -361,6 +361,60 @@ def test_4xx_answers_say_what_to_fix(refusing: tuple[str, type[_Refusing]], stat
     assert len(handler.seen) == 1  # a 4xx is not retried
 
 
+class _Swallowing(http.server.BaseHTTPRequestHandler):
+    """An update service in front of a real one that, once ``swallow`` is set, answers every
+    update 204 (done) without passing it on: a misrouted proxy, a read-only mirror."""
+
+    target = ""
+    swallow = False
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if type(self).swallow:
+            status, answer = 204, b""
+        else:
+            sent = httpx.post(type(self).target, content=body,
+                              headers={"Content-Type": self.headers["Content-Type"]})
+            status, answer = sent.status_code, sent.content
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_updates_answered_but_not_applied_are_a_clear_error(server: Server) -> None:
+    """An update service that answers "done" and does not write is found at open (the lease
+    written there cannot be read back) and, when it starts doing so later, at the next lease
+    renewal: writes are refused from then on instead of being lost."""
+    handler = type("Handler", (_Swallowing,), {"target": server.update_url, "swallow": True})
+    with loopback(handler) as base, SparqlEndpoint(server.query_url, update_url=base,
+                                                   lease_seconds=6) as ep:
+        mem = MemoryManager("swallowed", endpoint=ep, config=FAST, model=ScriptedModel())
+        with pytest.raises(StoreError, match="do not reach this store .* check update_url"):
+            mem.initialize()
+        mem.close()
+        handler.swallow = False
+        mem = MemoryManager("swallowed", endpoint=ep, config=FAST, model=ScriptedModel())
+        mem.initialize()
+        try:
+            remember(mem, "written while updates land")
+            handler.swallow = True
+            deadline = time.monotonic() + 15
+            with pytest.raises(StoreError, match="lease was lost: .* do not reach this store"):
+                while time.monotonic() < deadline:  # renewals every 2 s
+                    mem.remember(say("sent after updates stopped landing"))
+                    time.sleep(0.1)
+        finally:
+            handler.swallow = False
+            mem.close()
+    contents = select(server, "SELECT ?c WHERE { GRAPH ?g { ?n <https://w3id.org/memory-rdf/"
+                              "ontology#content> ?c } }")
+    assert "written while updates land" in {r["c"] for r in contents}
+
+
 def test_wrong_path_on_a_real_server_says_what_to_fix(server: Server) -> None:
     with SparqlEndpoint(f"{server.base}/nope") as ep:
         mem = MemoryManager("x", endpoint=ep, config=FAST, model=ScriptedModel())
