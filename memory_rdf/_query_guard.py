@@ -16,7 +16,8 @@ evaluation, when it
   whose query URL runs updates (Virtuoso's ``/sparql``); or could be read otherwise by some
   engine: Virtuoso's ``DEFINE`` pragmas, a backslash outside strings and IRIs (Jena decodes
   ``\\u`` escapes before it parses);
-* runs code on a server: Virtuoso's ``bif:`` and ``sql:`` functions (prefixed or as IRIs);
+* runs code on a server: Virtuoso's ``bif:`` and ``sql:`` functions (prefixed or as IRIs),
+  and the ``java:`` function IRIs of Jena (Fuseki), which load the Java class they name;
 * is longer than :data:`MAX_QUERY_CHARS` characters, nests brackets deeper than
   :data:`MAX_NESTING`, or has more than :data:`MAX_OPERATORS` operators.
 
@@ -128,6 +129,12 @@ def check_user_query(query: object) -> str:
                 )
             if iri.startswith(_SERVER_CODE):
                 raise _server_code(text)
+            if iri.startswith("java:"):
+                raise QueryRefusedError(
+                    f"java: IRIs are refused in sparql() ({_clip(text)}): Jena (Fuseki) loads "
+                    "the Java class such a function names; a query reads the agent's memory "
+                    "and nothing else"
+                )
             continue
         if kind == "name":
             if text.partition(":")[0].lower() + ":" in _SERVER_CODE:

@@ -226,6 +226,14 @@ def test_service_is_refused_before_any_request(
         ):
             with pytest.raises(QueryRefusedError, match="file: IRIs are refused"):
                 mem.sparql(query)
+        for query in (  # Jena loads the Java class a java: function IRI names
+            "SELECT ?x WHERE { BIND(<java:org.example.Exec>('id') AS ?x) }",
+            "PREFIX j: <JAVA:org.example.> SELECT ?x WHERE { BIND(j:Exec('id') AS ?x) }",
+            r"SELECT ?x WHERE { BIND(<\u006Aava:org.example.Exec>('id') AS ?x) }",
+        ):
+            with pytest.raises(QueryRefusedError, match="java: IRIs are refused"):
+                mem.sparql(query)
+        assert mem.sparql("ASK { FILTER(STRSTARTS('java:x', 'java:')) }") is True
         with pytest.raises(SparqlError, match="LOAD"):
             mem.sparql(f"LOAD <{url}>")
         with pytest.raises(QueryRefusedError, match="LOAD is refused"):
