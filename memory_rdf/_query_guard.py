@@ -18,6 +18,9 @@ evaluation, when it
   ``\\u`` escapes before it parses);
 * runs code on a server: Virtuoso's ``bif:`` and ``sql:`` functions (prefixed or as IRIs),
   and the ``java:`` function IRIs of Jena (Fuseki), which load the Java class they name;
+* does any of these once Jena's ``\\u`` escapes are decoded: Jena decodes them in the whole
+  text, comments and strings included, before it parses, so the query is checked as written
+  and as Jena reads it;
 * is longer than :data:`MAX_QUERY_CHARS` characters, nests brackets deeper than
   :data:`MAX_NESTING`, or has more than :data:`MAX_OPERATORS` operators.
 
@@ -85,9 +88,26 @@ def keywords(query: str) -> Iterator[str]:
     """The query's keywords, upper-cased, in order: its words outside strings, IRIs,
     comments, variables and prefixed names (``?graph`` and ``memory:from`` are none), read as
     :func:`check_user_query` reads them."""
-    for match in _TOKEN.finditer(query):
-        if match.lastgroup == "word":
-            yield match.group().upper()
+    for text in _readings(query):
+        for match in _TOKEN.finditer(text):
+            if match.lastgroup == "word":
+                yield match.group().upper()
+
+
+#: Java's Unicode escapes (``\\u`` with one or more ``u``), which Jena decodes in the whole
+#: query text, comments and strings included, before its parser sees it.
+_JAVA_ESCAPE = re.compile(r"\\u+([0-9A-Fa-f]{4})")
+
+
+def _readings(query: str) -> list[str]:
+    """The query as the engines may read it: as written, and, when it holds ``\\u`` escapes,
+    with them decoded as Jena (Fuseki) does everywhere before parsing — ``# \\u000A SERVICE
+    <…>`` is a comment here and a SERVICE call there. Checking both readings refuses what
+    either engine would run (at worst a query whose escapes decode to a refused word)."""
+    if "\\u" not in query:
+        return [query]
+    decoded = _JAVA_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), query)
+    return [query] if decoded == query else [query, decoded]
 
 
 def query_form(query: str) -> str | None:
@@ -113,6 +133,13 @@ def check_user_query(query: object) -> str:
     except UnicodeEncodeError:  # a lone surrogate: before, a StoreError blaming the store
         raise InvalidInputError(
             "the query must be valid Unicode text (it holds a lone surrogate)") from None
+    for reading in _readings(query):
+        _check_reading(reading)
+    return query
+
+
+def _check_reading(query: str) -> None:
+    """:func:`check_user_query`'s refusals for one reading of the query (:func:`_readings`)."""
     depth = deepest = operators = 0
     lead = True  # no keyword yet but PREFIX and BASE: the next one is the query's operation
     for match in _TOKEN.finditer(query):
@@ -181,7 +208,6 @@ def check_user_query(query: object) -> str:
                 f"the query has more than {MAX_OPERATORS:,} operators (|| && = + . ; , UNION "
                 "FILTER …); split it, or give long lists as VALUES"
             )
-    return query
 
 
 #: Virtuoso's function namespaces: ``bif:exec("SPARQL CLEAR GRAPH <other agent>")`` ran SQL,

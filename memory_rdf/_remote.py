@@ -607,13 +607,17 @@ class RemoteStore(MemoryStore):
         expires = datetime.now(UTC) + timedelta(seconds=self.endpoint.lease_seconds)
         self._lease_update("take_lease.ru", expires)
         held = self.lease()
+        if held is None:  # or another holder let go between our take and our read: again
+            self._lease_update("take_lease.ru", expires)
+            held = self.lease()
         if held is None or (held[0] == self.holder and _older(held[1], expires)):
             raise _NotApplied(
                 f"{self.endpoint.update_url} answered the update that takes agent "
                 f"{self.agent_id!r}'s lease as done, but {self.endpoint.query_url} does not show "
-                "it: updates sent there do not reach this store (a proxy or a read-only "
-                "service that answers without running them?), and memory written that way "
-                "would be lost; check update_url"
+                "it: the updates do not reach the dataset the queries read (a proxy or a "
+                "read-only service that answers without running them, or two URLs of "
+                "different datasets?), and memory written that way would be lost; update_url "
+                "and query_url must name the same dataset"
             )
         if held[0] != self.holder:
             holder, until = held if held else ("?", None)

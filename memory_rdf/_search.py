@@ -124,19 +124,26 @@ def rank_words(text: str) -> frozenset[str]:
 @functools.lru_cache(maxsize=8)
 def keep_apart(separator: str) -> Callable[[str], str]:
     """What keeps a recall's entries apart when their text holds the separator's line: for a
-    separator that is one line of its own (``"\\n---\\n"``, the default), every line of an
-    entry that is that line (a Markdown rule in a remembered reply, ``---``) gets one space
-    before it, so that splitting the recall text at the separator gives back its entries, each
-    starting with its marker (SPEC §5.4; the tool descriptions tell models that lines of
-    ``---`` separate them). Any other separator: entries are left as they are.
+    separator whose visible part stands on a line of its own (``"\\n---\\n"``, the default;
+    also ``"\\n\\n---\\n\\n"`` or ``"\\r\\n---\\r\\n"``), every line of an entry that is that
+    line (a Markdown rule in a remembered reply, ``---``) gets one space before it, so that
+    splitting the recall text at the separator gives back its entries, each starting with
+    its marker (SPEC §5.4; the tool descriptions tell models that lines of ``---`` separate
+    them). A separator within a line (``" | "``) or of whitespace only: entries are left as
+    they are.
 
     >>> keep_apart("\\n---\\n")("[记忆] intro\\n---\\nmore\\n---")
     '[记忆] intro\\n ---\\nmore\\n ---'
+    >>> keep_apart("\\r\\n\\r\\n===\\r\\n")("[记忆] a\\r\\n===\\r\\nb")
+    '[记忆] a\\r\\n ===\\r\\nb'
     """
-    line = separator[1:-1]
-    if len(separator) < 3 or separator != f"\n{line}\n" or not line.strip() or "\n" in line:
+    core = separator.strip()
+    at = separator.find(core) if core else -1
+    before, after = separator[:at], separator[at + len(core):]
+    if not core or "\n" in core or "\n" not in before or "\n" not in after:
         return lambda entry: entry
-    own_line = re.compile(f"^{re.escape(line)}$", re.MULTILINE)
+    line = before[before.rindex("\n") + 1:] + core + after[:after.index("\n")].rstrip("\r")
+    own_line = re.compile(f"^{re.escape(line)}(?=\r?$)", re.MULTILINE)
     return lambda entry: own_line.sub(lambda m: " " + m.group(), entry)
 
 

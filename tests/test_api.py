@@ -182,12 +182,35 @@ def test_ids_windows_cannot_keep_are_refused_there_only(monkeypatch: pytest.Monk
         assert _agents.validate_agent_id(agent_id) == agent_id
     monkeypatch.setattr(_agents, "_WINDOWS", True)
     for agent_id in odd:
+        assert _agents.validate_agent_id(agent_id) == agent_id  # an endpoint agent: no directory
         with pytest.raises(ValueError, match=f"agent_id '{agent_id}' cannot be a directory on "
                                              "Windows"):
-            MemoryManager(agent_id, data_dir=tmp_path)
+            MemoryManager(agent_id, data_dir=tmp_path).initialize()
+        with pytest.raises(ValueError, match="cannot be a directory on Windows"):
+            memory_rdf.inspect.agent_path(agent_id, tmp_path)
     for agent_id in fine:
         assert _agents.validate_agent_id(agent_id) == agent_id
     assert _files(tmp_path) == []
+
+
+def test_an_id_is_written_in_composed_unicode(tmp_path: Path, model: ScriptedModel) -> None:
+    """macOS's file systems take the composed (NFC) and decomposed (NFD) spellings of a name
+    for one directory, and HFS+ lists it decomposed: ids must be composed, and a directory
+    listed under its decomposed name is still the agent's own."""
+    import unicodedata
+
+    composed, decomposed = "한국", unicodedata.normalize("NFD", "한국")
+    assert composed != decomposed
+    with pytest.raises(ValueError, match="not in Unicode's composed form .* '한국'"):
+        MemoryManager(decomposed, data_dir=tmp_path)
+    data = tmp_path / "data"
+    with MemoryManager("café", data_dir=data, config=FAST, model=model) as mem:
+        remember(mem, "un café noir")
+    # HFS+'s listing, as far as this file system can show it: the same directory listed
+    # under the decomposed spelling of its name.
+    os.symlink("café", data / unicodedata.normalize("NFD", "café"))
+    with MemoryManager("café", data_dir=data, config=FAST, model=model) as mem:
+        assert mem.recall(["café"]) == "[记忆] un café noir"
 
 
 def test_store_layout_one_directory_per_agent(tmp_path: Path, model: ScriptedModel) -> None:

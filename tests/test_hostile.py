@@ -230,9 +230,15 @@ def test_service_is_refused_before_any_request(
             "SELECT ?x WHERE { BIND(<java:org.example.Exec>('id') AS ?x) }",
             "PREFIX j: <JAVA:org.example.> SELECT ?x WHERE { BIND(j:Exec('id') AS ?x) }",
             r"SELECT ?x WHERE { BIND(<\u006Aava:org.example.Exec>('id') AS ?x) }",
+            # Jena decodes \u escapes in comments and strings too, before it parses:
+            "SELECT ?x WHERE { # \\u000A BIND(<java:org.example.Exec>('id') AS ?x)\n }",
+            'SELECT ?x WHERE { BIND("\\u0022 ) BIND(<java:x.Y>(1) AS ?y) BIND(\\u0022" AS ?x) }',
         ):
             with pytest.raises(QueryRefusedError, match="java: IRIs are refused"):
                 mem.sparql(query)
+        with pytest.raises(QueryRefusedError, match="SERVICE is refused"):
+            mem.sparql("SELECT * WHERE { # \\uu000A SERVICE <http://x/> { ?s ?p ?o }\n }")
+        assert mem.sparql('ASK { FILTER("\\u4F60" = "你") }') is True  # escapes in strings work
         assert mem.sparql("ASK { FILTER(STRSTARTS('java:x', 'java:')) }") is True
         with pytest.raises(SparqlError, match="LOAD"):
             mem.sparql(f"LOAD <{url}>")
