@@ -1467,13 +1467,13 @@ class AgentStore(MemoryStore):
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
         with _storage_errors(f"cannot open the memory store {path}"):
+            if path is not None:
+                refuse_shared_directory(path)
             if path is None:
                 self._store: ox.Store | None = ox.Store()
             elif read_only:
-                refuse_shared_directory(path)
                 self._store = ox.Store.read_only(str(path))
             else:
-                refuse_shared_directory(path)
                 _finish_rewrite(path)
                 _refuse_foreign_directory(path)
                 _private_directory(path)
