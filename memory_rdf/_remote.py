@@ -619,8 +619,8 @@ class RemoteStore(MemoryStore):
                 "different datasets?), and memory written that way would be lost; update_url "
                 "and query_url must name the same dataset"
             )
-        if held[0] != self.holder:
-            holder, until = held if held else ("?", None)
+        holder, until = held
+        if holder != self.holder:
             raise StoreLockedError(
                 f"agent {self.agent_id!r} on {self.endpoint.query_url} is held by {holder} "
                 f"(lease until {until}); close it there, or wait for the lease to expire "
