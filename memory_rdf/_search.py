@@ -144,7 +144,8 @@ def keep_apart(separator: str) -> Callable[[str], str]:
         return lambda entry: entry
     line = before[before.rindex("\n") + 1:] + core + after[:after.index("\n")].rstrip("\r")
     own_line = re.compile(f"^{re.escape(line)}(?=\r?$)", re.MULTILINE)
-    return lambda entry: own_line.sub(lambda m: " " + m.group(), entry)
+    # Most entries hold no such line: a substring test (~0.2 µs) spares them the regex (~1.4).
+    return lambda entry: own_line.sub(lambda m: " " + m.group(), entry) if line in entry else entry
 
 
 def asks(content: str) -> bool:
