@@ -1096,11 +1096,10 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
     allowed = _served_agents(ctx, agents)
     if allowed is not None:
         agent = allowed[0] if _defaulted(ctx, "agent") else agent
-        if agent not in allowed:
-            raise click.UsageError(
-                f"--agent {agent!r} is not among the agents served (--agents "
-                f"{','.join(allowed)}): list it there too, or leave --agent out to make the "
-                "first listed the default", ctx)
+        try:  # the ids, and --agent among them, as the server checks them
+            allowed = mcp_server.check_agents(allowed, agent)
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise click.UsageError(f"{exc} (--agents, --agent)", ctx) from None
     if transport == "stdio":
         given = [f"--{name}" for name in ("host", "port", "token")
                  if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
@@ -1147,15 +1146,15 @@ def _defaulted(ctx: click.Context, name: str) -> bool:
 
 
 def _served_agents(ctx: click.Context, given: tuple[str, ...]) -> tuple[str, ...] | None:
-    """``--agents`` as checked ids in their order, duplicates dropped (None: not given). Each
-    value is split at commas; the environment variable's also at whitespace (click's
-    splitting of a repeatable option). Every id is checked before any file is touched."""
+    """``--agents`` as ids in their order (None: not given); :func:`mcp_server.check_agents`
+    checks them, before any file is touched. Each value is split at commas; the environment
+    variable's also at whitespace (click's splitting of a repeatable option)."""
     if _defaulted(ctx, "agents") or not given:
         return None
-    ids = [part.strip() for value in given for part in value.split(",")]
+    ids = tuple(part.strip() for value in given for part in value.split(","))
     if not all(ids):
         raise click.UsageError(f"--agents has an empty agent id: {','.join(given)!r}", ctx)
-    return tuple(dict.fromkeys(_agent(a) for a in ids))
+    return ids
 
 
 def _raise_open_files_limit() -> None:
