@@ -1274,6 +1274,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     except StoreLockedError as exc:
         _error(str(exc))
         return 1
+    except (InvalidInputError, InvalidTypeError) as exc:
+        # Input refused where only the store could tell (an agent id that reaches another
+        # agent's directory, found when the store opens): a usage error, as the help says.
+        _error(str(exc))
+        return 2
     except (MemoryRDFError, OSError) as exc:
         _error(str(exc) or type(exc).__name__)
         return 1

@@ -463,6 +463,29 @@ def test_hostile_agent_id_is_refused_before_any_file(tmp_path: Path) -> None:
     assert list(data.iterdir()) == []
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink") or sys.platform == "win32",
+                    reason="needs symbolic links")
+def test_an_id_reaching_another_agents_directory_exits_2(tmp_path: Path) -> None:
+    """SPEC §2: a link (or a case-insensitive file system) making ``bob`` open ``alice``'s
+    directory is an invalid agent id here: refused when the store opens, as a usage error
+    (exit 2, one line), and neither agent's store is written."""
+    data = tmp_path / "data"
+    messages = tmp_path / "m.json"
+    messages.write_text(json.dumps(MESSAGES), encoding="utf-8")
+    assert cli(tmp_path, "remember", "alice", str(messages), data_dir=data).returncode == 0
+    os.symlink("alice", data / "bob")
+    before = sorted((p.relative_to(data), p.stat().st_size) for p in data.rglob("*")
+                    if p.is_file())
+    for args in (["stats", "bob"], ["recall", "bob", "JWT"], ["remember", "bob", str(messages)],
+                 ["sparql", "bob", "ASK {}"]):
+        result = cli(tmp_path, *args, data_dir=data)
+        assert_one_line_error(result, 2)
+        assert "'alice'" in result.stderr
+    after = sorted((p.relative_to(data), p.stat().st_size) for p in data.rglob("*")
+                   if p.is_file())
+    assert after == before
+
+
 @pytest.mark.parametrize("command", [None, *COMMANDS])
 def test_every_command_has_help_with_example(tmp_path: Path, command: str | None) -> None:
     result = cli(tmp_path, *([command] if command else []), "--help")
