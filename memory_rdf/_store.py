@@ -1478,6 +1478,7 @@ class AgentStore(MemoryStore):
                 _refuse_foreign_directory(path)
                 _private_directory(path)
                 self._store = ox.Store(str(path))
+                _prune_info_logs(path)
         self._start_mirror()
 
     @property
@@ -1887,6 +1888,28 @@ _ROCKSDB_FILE = re.compile(
     r"^(?:\d+\.(?:sst|log|blob)|CURRENT|IDENTITY|LOCK|LOG(?:\.old\.\d+)?|"
     r"MANIFEST-\d+|OPTIONS-\d+(?:\.dbtmp)?)$"
 )
+
+
+#: RocksDB's info logs that a read-write open keeps: ``LOG`` and this many ``LOG.old.*``.
+INFO_LOGS_KEPT = 2
+
+
+def _prune_info_logs(path: Path) -> None:
+    """Delete all but the newest :data:`INFO_LOGS_KEPT` of RocksDB's old info logs.
+
+    Every read-write open renames ``LOG`` to ``LOG.old.{microseconds}`` and starts a new one
+    (~140 kB: the options of Oxigraph's column families), and RocksDB keeps 1,000 of them
+    (``keep_log_file_num``, which pyoxigraph does not expose): an agent opened once per
+    ``memory-rdf recall`` grew by that much every call. The info logs hold RocksDB's
+    messages, never a triple; the database's own files (``*.log`` write-ahead logs,
+    ``MANIFEST``, ``*.sst``) are not touched."""
+    old = sorted(
+        (p for p in path.glob("LOG.old.*") if _ROCKSDB_FILE.match(p.name)),
+        key=lambda p: int(p.name.rpartition(".")[2]),
+    )
+    for stale in old[:-INFO_LOGS_KEPT] if INFO_LOGS_KEPT else old:
+        with contextlib.suppress(OSError):  # another process pruned it first
+            stale.unlink()
 
 
 def _rewrite_dirs(path: Path) -> tuple[Path, Path]:

@@ -536,3 +536,21 @@ def test_a_writer_with_flushes_and_compactions_beside_it_never_hangs(tmp_path: P
     again = AgentStore(tmp_path / "a")
     assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == commits
     again.close()
+
+
+def test_reopening_an_agent_keeps_few_rocksdb_info_logs(tmp_path: Path) -> None:
+    """Every read-write open rotates RocksDB's info log (~140 kB); without pruning an agent
+    opened once per call (``memory-rdf recall``) grew by that much each time. The memory
+    itself survives every open."""
+    from memory_rdf._store import INFO_LOGS_KEPT
+
+    with MemoryManager("logs", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "我们决定用 PostgreSQL")
+    for _ in range(INFO_LOGS_KEPT + 4):
+        with MemoryManager("logs", data_dir=tmp_path, config=FAST,
+                           model=ScriptedModel()) as mem:
+            assert "PostgreSQL" in mem.recall(["PostgreSQL"])
+    store = tmp_path / "logs"
+    old = sorted(p.name for p in store.glob("LOG.old.*"))
+    assert len(old) == INFO_LOGS_KEPT, old
+    assert (store / "LOG").is_file()
