@@ -1466,7 +1466,9 @@ class AgentStore(MemoryStore):
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
-        with _storage_errors(f"cannot open the memory store {path}"):
+        self._claimed: tuple[int, int] | None = None  # this store's key in _OPEN_DIRECTORIES
+        what = f"cannot open the memory store {path}"
+        with _storage_errors(what):
             if path is not None:
                 refuse_shared_directory(path)
             if path is None:
@@ -1477,7 +1479,13 @@ class AgentStore(MemoryStore):
                 _finish_rewrite(path)
                 _refuse_foreign_directory(path)
                 _private_directory(path)
-                self._store = ox.Store(str(path))
+                self._claimed = _claim_directory(path, what)
+                try:
+                    self._store = ox.Store(str(path))
+                except BaseException:
+                    _release_directory(self._claimed)
+                    self._claimed = None
+                    raise
                 _prune_info_logs(path)
         self._start_mirror()
 
@@ -1544,6 +1552,8 @@ class AgentStore(MemoryStore):
                     self.flush()
             self._store = None
             gc.collect()
+        _release_directory(self._claimed)
+        self._claimed = None
 
     def flush(self) -> None:
         with self._upkeep, _storage_errors(f"cannot flush the memory store {self.path}"):
@@ -1614,6 +1624,7 @@ class AgentStore(MemoryStore):
                 self._optimizer.join()
                 self._optimizer = None
             self.wait_flush()
+            claimed_new: tuple[int, int] | None = None
             try:
                 for leftover in (new, old):
                     if leftover.exists():
@@ -1626,6 +1637,9 @@ class AgentStore(MemoryStore):
                 self.store.dump(output=str(dump), format=ox.RdfFormat.N_QUADS)
                 new.mkdir()  # the copy keeps the permissions of the directory it replaces
                 os.chmod(new, stat.S_IMODE(path.stat().st_mode))
+                # The copy is claimed before it takes the store's name: no other open in this
+                # process may take it while the store is released for the swap.
+                claimed_new = _claim_directory(new, f"cannot rewrite the memory store {path}")
                 fresh = ox.Store(str(new))
                 fresh.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
                 fresh.flush()
@@ -1640,6 +1654,8 @@ class AgentStore(MemoryStore):
                 gc.collect()  # the last reference going away releases the lock (SPEC §7)
                 os.rename(path, old)
                 os.rename(new, path)
+                _release_directory(self._claimed)
+                self._claimed, claimed_new = claimed_new, None
                 self._store = ox.Store(str(path))
                 shutil.rmtree(old)
             except OSError as exc:
@@ -1647,6 +1663,8 @@ class AgentStore(MemoryStore):
                     with contextlib.suppress(OSError):
                         self._store = ox.Store(str(path))
                 raise StoreError(f"cannot rewrite the memory store {path}: {exc}") from exc
+            finally:
+                _release_directory(claimed_new)
             self._commits_since_optimize = 0
             self._unflushed = 0
 
@@ -1888,6 +1906,41 @@ _ROCKSDB_FILE = re.compile(
     r"^(?:\d+\.(?:sst|log|blob)|CURRENT|IDENTITY|LOCK|LOG(?:\.old\.\d+)?|"
     r"MANIFEST-\d+|OPTIONS-\d+(?:\.dbtmp)?)$"
 )
+
+
+#: The writable stores open in this process, by the (device, inode) of their directory: the
+#: path each was opened by. RocksDB refuses a second open of a directory in one process only
+#: when the path is spelled the same ("lock hold by current process"): ``data``,
+#: ``/abs/data``, ``data/../data`` or a linked data directory opened the same store twice,
+#: two instances wrote over each other's files, and the store could not be opened again.
+_OPEN_DIRECTORIES: dict[tuple[int, int], str] = {}
+_OPEN_DIRECTORIES_LOCK = threading.Lock()
+
+
+def _directory_key(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_dev, st.st_ino
+
+
+def _claim_directory(path: Path, what: str) -> tuple[int, int]:
+    """Register ``path`` as a writable store of this process, or raise
+    :class:`StoreLockedError` when this process has it open already, under any spelling."""
+    key = _directory_key(path)
+    with _OPEN_DIRECTORIES_LOCK:
+        holder = _OPEN_DIRECTORIES.get(key)
+        if holder is not None:
+            raise StoreLockedError(
+                f"{what}: held by another process (or already open in this one: as "
+                f"{holder}); close it there first, or inspect it read-only"
+            )
+        _OPEN_DIRECTORIES[key] = str(path)
+    return key
+
+
+def _release_directory(key: tuple[int, int] | None) -> None:
+    if key is not None:
+        with _OPEN_DIRECTORIES_LOCK:
+            _OPEN_DIRECTORIES.pop(key, None)
 
 
 #: RocksDB's info logs that a read-write open keeps: ``LOG`` and this many ``LOG.old.*``.

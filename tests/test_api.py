@@ -278,6 +278,36 @@ def test_store_held_elsewhere_raises_store_locked(data_dir: Path, model: Scripte
         assert again.stats()["nodes"] == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_one_store_under_another_spelling_is_held_too(tmp_path: Path, model: ScriptedModel,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """RocksDB refuses a second open in one process only under the same path string: a
+    relative and an absolute data directory, ``d/../d`` or a link to it opened one store
+    twice, the two wrote over each other's files, and the agent never opened again. Each
+    spelling is now refused while the store is open, before it is touched, and after a
+    purge (which swaps the store's directory for a fresh copy) as well."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    os.symlink("data", tmp_path / "linked")
+    spellings = [tmp_path / "data", Path("data/../data"), tmp_path / "linked", Path("linked")]
+    with MemoryManager("bot", data_dir="data", config=FAST, model=model) as mem:
+        remember(mem, "the deploy key is in the vault", "release on friday")
+        first = mem.memories()[0]["id"]
+        for rounds in range(2):
+            for data_dir in spellings:
+                other = MemoryManager("bot", data_dir=data_dir, config=FAST, model=model)
+                with pytest.raises(StoreLockedError, match="already open in this one"):
+                    other.initialize()
+                other.close()
+            if rounds == 0:
+                assert mem.forget([first], purge=True) == 1  # the directory is swapped
+        remember(mem, "lunch is at noon")
+    for data_dir in spellings:  # released: every spelling opens it, whole
+        with MemoryManager("bot", data_dir=data_dir, config=FAST, model=model) as again:
+            assert again.stats()["nodes"] == 2
+            assert "noon" in again.recall(["noon"])
+
+
 def test_full_queue_raises_and_journals_nothing(make_manager, model: ScriptedModel) -> None:
     model.delay = 0.3  # keep the scheduler busy with the first task
     mem = make_manager(config=FAST.replace(max_queue_size=2))
