@@ -253,8 +253,10 @@ _TOOLS: tuple[_Tool, ...] = (
                 **_STRING_LIST,
                 "description": "Words or short phrases to look for, in the language of the "
                                "memories (e.g. [\"JWT\", \"login\"]). A memory matches when one "
-                               "of them occurs in it (case-insensitive). An empty list returns "
-                               "every memory reached.",
+                               "of them occurs in it (case-insensitive), so give base forms or "
+                               "stems: \"vacation\" matches \"vacations\", \"vacationed\" "
+                               "does not match \"vacation\". An empty list returns every memory "
+                               "reached.",
             },
             "relations": {
                 **_STRING_LIST,
