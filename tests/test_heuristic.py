@@ -357,6 +357,19 @@ def test_phrase_examples(model: HeuristicModel) -> None:
     assert re.fullmatch(r"[\w .\-]+", en), en
 
 
+def test_cuts_keep_hyphenated_and_possessive_words_whole(model: HeuristicModel) -> None:
+    """A phrase or a shortened text ends between words, never inside "long-term" or "Tom's"
+    (a cut there left phrases such as "10 percent of long-")."""
+    text = "user: We keep 10 percent of long-term storage for Tom's well-known archive."
+    for cut in [model.process(text).phrase,
+                *(model.process(text, n).content for n in range(12, 40, 3))]:
+        words = cut.rstrip(".").split()
+        assert words, cut
+        for word in words:
+            assert not re.search(r"[-'’]$|^[-'’]", word), (cut, word)
+            assert word in text, (cut, word)
+
+
 @pytest.mark.parametrize("text", TEXTS, ids=TEXT_IDS)
 def test_keywords(model: HeuristicModel, text: str) -> None:
     kws = model.process(text).keywords

@@ -304,7 +304,7 @@ def _cut_to(s: str, limit: int) -> str:
     (jieba's, inside Chinese); a hard cut when no boundary is found."""
     if len(s) <= limit:
         return s
-    cut = max((b for b in _word_bounds(s[: limit + 1]) if b <= limit), default=0)
+    cut = max((b for b in _word_bounds(s[: limit + 2]) if b <= limit), default=0)
     return s[: cut or limit]
 
 
@@ -452,13 +452,23 @@ def _phrase(an: _Analysis) -> str:
 # --------------------------------------------------------------------------- segmentation
 
 
+#: Marks that join two words into one ("long-term", "Tom's"): no cut on either side of them.
+_JOINERS = frozenset("-'’‐‑")
+
+
 def _word_bounds(s: str) -> set[int]:
-    """Offsets in ``s`` where a cut splits no word (jieba decides inside Han runs)."""
+    """Offsets in ``s`` where a cut splits no word (jieba decides inside Han runs); a hyphen or
+    apostrophe between two letters or digits is inside its word."""
+    joined = {
+        i for i in range(1, len(s) - 1)
+        if s[i] in _JOINERS and is_word_char(s[i - 1]) and is_word_char(s[i + 1])
+    }
     bounds = {
         i
         for i in range(1, len(s))
         if not (is_word_char(s[i - 1]) and is_word_char(s[i]))
         and not (is_han(s[i - 1]) and is_han(s[i]))
+        and i not in joined and i - 1 not in joined
     }
     i = 0
     while i < len(s):
