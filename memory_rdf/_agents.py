@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_DATA_DIR",
     "STORE_MARKER",
     "agent_exists",
+    "agents",
     "agent_path",
     "default_data_dir",
     "refuse_shared_directory",
@@ -175,6 +176,32 @@ def agent_path(agent_id: str, data_dir: str | os.PathLike[str] | None = None) ->
     path = base / validate_agent_id(agent_id)
     _refuse_windows_name(agent_id)
     return path
+
+
+def agents(data_dir: str | os.PathLike[str] | SparqlEndpoint | None = None) -> list[str]:
+    """Ids of the agents that have a store in ``data_dir`` (or memory on the endpoint),
+    sorted. Entries that are not a valid id's store (a rewrite's ``~new``, files, other
+    directories) are left out. Creates nothing; a data directory that does not exist has
+    none."""
+    from memory_rdf._remote import SparqlEndpoint, remote_agents
+
+    if isinstance(data_dir, SparqlEndpoint):
+        return remote_agents(data_dir)
+    base = Path(data_dir) if data_dir is not None else default_data_dir()
+    try:
+        entries = list(os.scandir(base))
+    except FileNotFoundError:
+        return []
+    found = []
+    for entry in entries:
+        name = unicodedata.normalize("NFC", entry.name)
+        try:
+            validate_agent_id(name)
+        except (InvalidInputError, InvalidTypeError):
+            continue
+        if (Path(entry.path) / STORE_MARKER).is_file():
+            found.append(name)
+    return sorted(found)
 
 
 def agent_exists(agent_id: str, data_dir: str | os.PathLike[str] | SparqlEndpoint | None = None

@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # httpx is imported when an endpoint is made, not with the pa
     import httpx
 
 __all__ = ["RemoteStore", "SparqlEndpoint", "agent_graphs", "open_remote_for_inspection",
-           "remote_agent_exists", "wipe_remote_agent"]
+           "remote_agent_exists", "remote_agents", "wipe_remote_agent"]
 
 T = TypeVar("T")
 
@@ -659,6 +659,34 @@ def remote_agent_exists(endpoint: SparqlEndpoint, agent_id: str) -> bool:
         )
     finally:
         store.close()
+
+
+def remote_agents(endpoint: SparqlEndpoint) -> list[str]:
+    """Ids of the agents with store metadata on the endpoint, sorted. Writes nothing."""
+    from memory_rdf._agents import validate_agent_id
+    from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
+
+    store = RemoteStore(endpoint, "_", read_only=True)  # "_": any valid id; no lease taken
+    try:
+        answer = store._json(
+            f"SELECT DISTINCT ?g WHERE {{ GRAPH ?g {{ <{V.META_SUBJECT}> "
+            "memory:schemaVersion ?v } }",
+            dataset={},
+        )
+        with store._reading():
+            _names, bindings = _results(answer)
+            graphs = [b["g"]["value"] for b in bindings if "g" in b]
+    finally:
+        store.close()
+    found = set()
+    for graph in graphs:
+        if isinstance(graph, str) and graph.startswith(AGENT) and graph.endswith("/meta"):
+            agent_id = graph[len(AGENT):-len("/meta")]
+            try:
+                found.add(validate_agent_id(agent_id))
+            except (InvalidInputError, InvalidTypeError):
+                continue  # not a graph this library wrote
+    return sorted(found)
 
 
 def open_remote_for_inspection(endpoint: SparqlEndpoint, agent_id: str) -> RemoteStore:

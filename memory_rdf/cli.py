@@ -972,6 +972,30 @@ def _importance_text(summary: dict[str, Any]) -> Text:
     return text
 
 
+@cli.command(short_help="List the agents that have a memory store.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ids as a JSON list.")
+@_data_dir_option
+def agents(as_json: bool, data_dir: Where) -> None:
+    """List the ids of the agents with a memory in the data directory (or on the endpoint),
+    one per line, sorted (read-only; creates nothing).
+
+    \b
+    Example:
+      memory-rdf agents
+      for a in $(memory-rdf agents); do memory-rdf stats "$a" --json; done
+    """
+    found = inspect.agents(data_dir)
+    if as_json:
+        click.echo(_printable(json.dumps(found, ensure_ascii=False), json_escapes=True))
+        return
+    if not found:
+        where = data_dir.query_url if isinstance(data_dir, SparqlEndpoint) else data_dir
+        _say(_stderr(), f"(no agents in {_printable(str(where))})")
+        return
+    for agent in found:
+        click.echo(agent)
+
+
 @cli.command(short_help="Show counts, focus, importance and store size.")
 @click.argument("agent")
 @click.option("--json", "as_json", is_flag=True, help="Print the stats dict as JSON.")

@@ -18,6 +18,8 @@ touched, and :class:`~memory_rdf.StoreError` when the store cannot be read.
 ...     _ = mem.wait_idle()
 >>> inspect.agent_exists("agent_007", data), inspect.stats("agent_007", data)["nodes"]
 (True, 1)
+>>> inspect.agents(data)
+['agent_007']
 >>> inspect.sparql("agent_007", "SELECT ?p WHERE { ?n memory:phrase ?p }", data)[0]["p"]
 'PostgreSQL 存订单'
 >>> inspect.export("agent_007", data, format="ntriples").count(b"\\n") > 5
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from memory_rdf import _graphview
 from memory_rdf import _vocab as V
-from memory_rdf._agents import DATA_DIR_ENV, DEFAULT_DATA_DIR, agent_exists, agent_path
+from memory_rdf._agents import DATA_DIR_ENV, DEFAULT_DATA_DIR, agent_exists, agent_path, agents
 from memory_rdf._exceptions import InvalidInputError, SparqlError, StoreError
 from memory_rdf._inspect import (
     inspect_agent,
@@ -60,6 +62,7 @@ __all__ = [
     "RESULT_FORMATS",
     "agent_exists",
     "agent_path",
+    "agents",
     "export",
     "graph",
     "graphviz_available",

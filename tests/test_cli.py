@@ -21,7 +21,7 @@ from helpers import memory_rdf_command
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["demo", "remember", "recall", "sparql", "export", "graph", "stats", "validate",
-            "compress"]
+            "compress", "agents"]
 MESSAGES = [
     {"role": "user", "content": "今天开会定了用 PostgreSQL 存订单数据，不用 MySQL。"},
     {"role": "assistant", "content": "好的，PostgreSQL 的 JSONB 很适合商品快照。"},
@@ -293,6 +293,26 @@ def test_sparql_refuses_updates_and_reports_bad_queries(work: Path, store_dir: P
 
 
 # -- stats / export / validate -------------------------------------------------------------------
+
+
+def test_agents_lists_the_stores_only(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    missing = cli(tmp_path, "agents", data_dir=data)
+    assert missing.returncode == 0 and missing.stdout == "" and "no agents" in missing.stderr
+    assert not data.exists()
+    messages = tmp_path / "m.json"
+    messages.write_text(json.dumps(MESSAGES), encoding="utf-8")
+    for agent in ("bob", "助手", "alice"):
+        assert cli(tmp_path, "remember", agent, str(messages), data_dir=data).returncode == 0
+    (data / "notes").mkdir()  # not a store
+    (data / "alice~new").mkdir()  # a rewrite's leftover: not an id
+    (data / "alice~new" / "CURRENT").write_text("x", encoding="utf-8")
+    (data / "readme.txt").write_text("x", encoding="utf-8")
+    listed = cli(tmp_path, "agents", data_dir=data)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines() == ["alice", "bob", "助手"]
+    as_json = cli(tmp_path, "agents", "--json", data_dir=data)
+    assert json.loads(as_json.stdout) == ["alice", "bob", "助手"]
 
 
 def test_stats_json_counts_nodes(work: Path, store_dir: Path) -> None:

@@ -120,6 +120,22 @@ def test_sparql_sees_only_its_agent(server: Server) -> None:
         assert b.sparql("ASK { ?n memory:content 'beta memory' }") is True
 
 
+def test_agents_on_an_endpoint_are_listed(server: Server) -> None:
+    from memory_rdf import inspect
+
+    with server.endpoint() as ep:
+        assert inspect.agents(ep) == []
+        with MemorySystem(endpoint=ep, model=ScriptedModel(), config=FAST) as system:
+            remember(system.agent("zoe"), "alpha memory")
+            remember(system.agent("助手"), "beta memory")
+        # another application's graph on the same server is not an agent
+        httpx.post(server.update_url, data={"update": f"INSERT DATA {{ GRAPH <{AGENT}x/y/meta> "
+                   "{ <https://w3id.org/memory-rdf/store> "
+                   "<https://w3id.org/memory-rdf/ontology#schemaVersion> 1 } }"},
+                   timeout=30).raise_for_status()
+        assert inspect.agents(ep) == ["zoe", "助手"]
+
+
 def test_export_of_an_endpoint_agent_loads_into_an_embedded_store(server: Server,
                                                                    tmp_path: Path) -> None:
     with server.endpoint() as ep, MemoryManager("exp", endpoint=ep, config=FAST,
