@@ -8,7 +8,7 @@
 [记忆] user: 下周三发布 v2.0，张伟负责 JWT 登录
 """
 
-from memory_rdf import inspect
+from memory_rdf import backup, inspect
 from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import (
     ConfigError,
@@ -73,6 +73,7 @@ __all__ = [
     "UnknownAgentError",
     "UpdateRefusedError",
     "__version__",
+    "backup",
     "coerce_messages",
     "inspect",
     "model_from_env",

@@ -39,11 +39,13 @@ from typing import Any, BinaryIO, TypeVar
 import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
-from memory_rdf._agents import refuse_shared_directory
+from memory_rdf._agents import STORE_MARKER, refuse_shared_directory
 from memory_rdf._exceptions import (
+    InvalidInputError,
     MemoryRDFError,
     QueryLimitError,
     QueryTimeoutError,
+    SchemaVersionError,
     SparqlError,
     StoreError,
     StoreLockedError,
@@ -62,6 +64,7 @@ __all__ = [
     "check_row_limit",
     "link_ref",
     "lit",
+    "load_backup",
     "node_id",
     "node_ref",
     "render",
@@ -1963,6 +1966,81 @@ def _prune_info_logs(path: Path) -> None:
     for stale in old[:-INFO_LOGS_KEPT] if INFO_LOGS_KEPT else old:
         with contextlib.suppress(OSError):  # another process pruned it first
             stale.unlink()
+
+
+_BACKUP_FORMATS = {"nquads": ox.RdfFormat.N_QUADS, "trig": ox.RdfFormat.TRIG}
+
+
+def load_backup(building: Path, source: Path, fmt: str, agent_id: str) -> None:
+    """Load the backup ``source`` (``fmt``: ``nquads`` or ``trig``) into a fresh store at
+    ``building`` and check that it is one agent's store of this schema version, its metadata
+    taking ``agent_id`` (:func:`memory_rdf.backup.restore`). The store is released (its
+    RocksDB lock gone) when this returns, whether or not it raised."""
+    with contextlib.suppress(FileNotFoundError):
+        if not (building / STORE_MARKER).is_file():
+            shutil.rmtree(building)  # a leftover without a store: nothing of anyone's
+    building.mkdir(mode=0o700, exist_ok=True)
+    store: ox.Store | None = None
+    try:
+        try:
+            store = ox.Store(str(building))  # a second restore of this id: the lock error
+        except OSError as exc:
+            if is_lock_error(exc):
+                raise StoreLockedError(
+                    f"agent {agent_id!r} is being restored by another process"
+                ) from exc
+            raise StoreError(f"cannot make the store {building}: {exc}") from exc
+        store.clear()  # a leftover of an interrupted restore
+        try:
+            store.bulk_load(path=str(source), format=_BACKUP_FORMATS[fmt])
+        except SyntaxError as exc:
+            raise StoreError(f"cannot restore {source}: not valid {fmt} ({exc})") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot read the backup {source}: {exc}") from exc
+        _check_backup(store, source, agent_id)
+        store.flush()
+    except BaseException as exc:
+        # The traceback's frames hold the store: cleared, so the lock goes with it below and
+        # the caller can remove the directory.
+        traceback.clear_frames(exc.__traceback__)
+        raise
+    finally:
+        store = None
+        gc.collect()  # the last reference going away releases the lock (SPEC §7)
+
+
+def _check_backup(store: ox.Store, source: Path, agent_id: str) -> None:
+    result = store.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
+    assert isinstance(result, ox.QuerySolutions)
+    graphs = {str(row["g"].value) for row in result}
+    other = sorted(graphs - {V.META_GRAPH, V.JOURNAL_GRAPH})
+    if other:
+        shown = ", ".join(f"<{g}>" for g in other[:3]) + (", …" if len(other) > 3 else "")
+        raise InvalidInputError(
+            f"{source} is not a memory_rdf backup: it has graphs an agent's store does not "
+            f"have ({shown})"
+        )
+    meta = ox.NamedNode(V.META_GRAPH)
+    subject = ox.NamedNode(V.META_SUBJECT)
+    versions = [q.object for q in store.quads_for_pattern(
+        subject, ox.NamedNode(V.MEMORY + "schemaVersion"), None, meta)]
+    if len(versions) != 1:
+        raise SchemaVersionError(
+            f"{source} has no memory_rdf store metadata (schema version): not a backup "
+            "made by 'memory-rdf export AGENT -o FILE.nq'"
+        )
+    version = versions[0]
+    shown = version.value if isinstance(version, ox.Literal) else str(version)
+    if not (isinstance(version, ox.Literal) and version.value.isdigit()
+            and int(version.value) == V.SCHEMA_VERSION):
+        raise SchemaVersionError(
+            f"{source} holds a store of schema version {shown}; this memory_rdf "
+            f"reads version {V.SCHEMA_VERSION}"
+        )
+    agent = ox.NamedNode(V.MEMORY + "agentId")
+    for quad in list(store.quads_for_pattern(subject, agent, None, meta)):
+        store.remove(quad)
+    store.add(ox.Quad(subject, agent, ox.Literal(agent_id), meta))
 
 
 def _rewrite_dirs(path: Path) -> tuple[Path, Path]:

@@ -49,6 +49,7 @@ from memory_rdf import (
     UnknownAgentError,
     UpdateRefusedError,
     __version__,
+    backup,
     coerce_messages,
     inspect,
     model_from_env,
@@ -877,8 +878,9 @@ def export(agent: str, fmt: str | None, output: Path | None, data_dir: Where) ->
     """Export the agent's store as RDF.
 
     Turtle and N-Triples hold the memory network (the default graph); N-Quads and TriG add the
-    named graphs (task journal, store metadata): a complete backup. Without --format the
-    suffix of FILE decides; a suffix naming another format than --format is refused.
+    named graphs (task journal, store metadata): a complete backup, which 'memory-rdf import'
+    restores as a new agent. Without --format the suffix of FILE decides; a suffix naming
+    another format than --format is refused.
 
     \b
     Example:
@@ -892,6 +894,32 @@ def export(agent: str, fmt: str | None, output: Path | None, data_dir: Where) ->
         return
     output.write_bytes(data)
     _say(_stderr(), f"wrote {_human_bytes(len(data))} ({chosen}) to {output}")
+
+
+@cli.command(name="import", short_help="Restore a backup as a new agent.")
+@click.argument("agent")
+@click.argument("backup_file", metavar="FILE",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "-f", "fmt", type=click.Choice(list(backup.BACKUP_FORMATS)),
+              default=None, help="Default: from FILE's suffix (.nq .trig).")
+@_data_dir_option
+def import_(agent: str, backup_file: Path, fmt: str | None, data_dir: Where) -> None:
+    """Make the new agent AGENT from a backup FILE written by 'memory-rdf export … -o FILE.nq'
+    (N-Quads or TriG: the memory network, the journal and the store's metadata). The backup
+    may come from another agent id or machine. An agent that already has a store is refused
+    (exit 2); an error leaves no agent behind.
+
+    \b
+    Example:
+      memory-rdf export demo -o demo-backup.nq && memory-rdf import demo-copy demo-backup.nq
+    """
+    _agent(agent)
+    result = backup.restore(agent, backup_file, data_dir, format=fmt)
+    nodes = result["nodes"]
+    _say(_stderr(), f"restored agent {agent!r} from {backup_file}: {nodes} "
+                    f"{'memory' if nodes == 1 else 'memories'}, "
+                    f"{result['pending_tasks']} remembers still to process, "
+                    f"{result['failed_tasks']} failed (see memory-rdf tasks)")
 
 
 # -- graph --------------------------------------------------------------------------------------

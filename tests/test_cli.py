@@ -21,7 +21,7 @@ from helpers import memory_rdf_command
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["demo", "remember", "recall", "sparql", "export", "graph", "stats", "validate",
-            "compress", "agents"]
+            "compress", "agents", "import"]
 MESSAGES = [
     {"role": "user", "content": "今天开会定了用 PostgreSQL 存订单数据，不用 MySQL。"},
     {"role": "assistant", "content": "好的，PostgreSQL 的 JSONB 很适合商品快照。"},

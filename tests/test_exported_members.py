@@ -17,7 +17,8 @@ ROOT = Path(memory_rdf.__file__).resolve().parent
 REPO = ROOT.parent
 
 #: Modules a user may import; everything else in the package is private (leading underscore).
-PUBLIC_MODULES = ["memory_rdf", "memory_rdf.cli", "memory_rdf.demo", "memory_rdf.inspect",
+PUBLIC_MODULES = ["memory_rdf", "memory_rdf.backup", "memory_rdf.cli", "memory_rdf.demo",
+                  "memory_rdf.inspect",
                   "memory_rdf.mcp_server", "memory_rdf.small_model", "memory_rdf.tools"]
 
 

@@ -1,0 +1,124 @@
+"""Back up an agent and restore it: a complete backup is the agent's store as N-Quads or TriG
+(``memory-rdf export AGENT -o FILE.nq``, or :func:`export` here), which holds the memory
+network, the journal of remembers not yet processed and the store's metadata; :func:`restore`
+makes a new agent of it, in any data directory.
+
+>>> import tempfile
+>>> from pathlib import Path
+>>> from memory_rdf import MemoryManager, backup
+>>> data = tempfile.mkdtemp()
+>>> with MemoryManager("agent_007", data_dir=data) as mem:
+...     mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
+...     _ = mem.wait_idle()
+>>> saved = Path(data, "agent_007.nq")
+>>> _ = saved.write_bytes(backup.export("agent_007", data))
+>>> backup.restore("agent_008", saved, data)["nodes"]
+1
+>>> with MemoryManager("agent_008", data_dir=data) as mem:
+...     print(mem.recall(["PostgreSQL"]))
+[记忆] user: PostgreSQL 存订单
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from memory_rdf._agents import STORE_MARKER, agent_path
+from memory_rdf._exceptions import InvalidInputError, StoreError
+from memory_rdf._remote import SparqlEndpoint
+from memory_rdf._store import load_backup
+from memory_rdf.inspect import DataDir, stats
+from memory_rdf.inspect import export as _export
+
+__all__ = ["BACKUP_FORMATS", "export", "restore"]
+
+#: Formats that hold a whole store (the memory graph and the named graphs): what restore reads.
+BACKUP_FORMATS = ("nquads", "trig")
+
+_SUFFIXES = {".nq": "nquads", ".nquads": "nquads", ".trig": "trig"}
+
+
+def export(agent_id: str, data_dir: DataDir = None, *, format: str = "nquads") -> bytes:
+    """A complete backup of the agent (read-only, works while the agent runs): its store as
+    N-Quads (default) or TriG. The same as :func:`memory_rdf.inspect.export` in those
+    formats; an agent on a SPARQL endpoint gives the local layout, so it restores into a
+    data directory."""
+    if format not in BACKUP_FORMATS:
+        raise InvalidInputError(f"a backup is one of {BACKUP_FORMATS}, got {format!r}")
+    return _export(agent_id, data_dir, format=format)
+
+
+def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = None, *,
+            format: str | None = None) -> dict[str, Any]:
+    """Make the new agent ``agent_id`` in ``data_dir`` from the backup file ``source``
+    (N-Quads or TriG, as :func:`export` writes; ``format`` None: from the suffix, ``.nq`` or
+    ``.trig``). The backup may come from another agent id or another machine: the store's
+    metadata takes the new id. Journalled remembers in the backup are processed when the
+    agent is next opened. Returns :func:`memory_rdf.inspect.stats` of the new agent.
+
+    The store is built beside the data directory's agents under a name no agent can have and
+    takes the agent's name only once complete and checked: an error leaves no agent behind.
+
+    Raises:
+        InvalidInputError: an invalid id, an agent that already has a store, a format that
+            is not a whole store's (Turtle and N-Triples hold the memory graph only), a file
+            with graphs an agent's store does not have, or ``data_dir`` an endpoint (load the
+            N-Quads with the server's own tools there).
+        SchemaVersionError: the backup has no memory_rdf metadata, or a schema version this
+            memory_rdf cannot read.
+        StoreError: ``source`` cannot be read or parsed (the message says where), or the
+            store cannot be written.
+        StoreLockedError: another process restores the same agent id at the same time.
+    """
+    if isinstance(data_dir, SparqlEndpoint):
+        raise InvalidInputError(
+            "restore makes an agent in a data directory; for a SPARQL endpoint load the "
+            "backup with the server's own tools (its graphs are the local layout)"
+        )
+    path = agent_path(agent_id, data_dir)
+    fmt = _format_of(Path(source), format)
+    if (path / STORE_MARKER).is_file():
+        raise InvalidInputError(
+            f"agent {agent_id!r} already has a memory store at {path}: restore into a new "
+            "agent id (or delete that directory first)"
+        )
+    if path.is_dir() and any(path.iterdir()):
+        raise InvalidInputError(f"{path} is not empty and not a memory store: left untouched")
+    if not Path(source).is_file():
+        raise StoreError(f"cannot read the backup {source}: no such file")
+    building = path.with_name(path.name + "~restore")  # '~' is in no agent id
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        load_backup(building, Path(source), fmt, agent_id)
+        try:
+            os.rename(building, path)  # onto nothing, or onto an empty directory
+        except OSError as exc:
+            raise InvalidInputError(
+                f"agent {agent_id!r} was made at {path} while the backup was loading: "
+                "left as it is"
+            ) from exc
+    finally:
+        if building.exists():
+            shutil.rmtree(building, ignore_errors=True)
+    return stats(agent_id, data_dir)
+
+
+def _format_of(source: Path, format: str | None) -> str:
+    if format is not None:
+        if format not in BACKUP_FORMATS:
+            raise InvalidInputError(
+                f"a backup to restore is one of {BACKUP_FORMATS} (a whole store), got "
+                f"{format!r}"
+            )
+        return format
+    by_suffix = _SUFFIXES.get(source.suffix.lower())
+    if by_suffix is None:
+        raise InvalidInputError(
+            f"cannot tell the format of {source} from its suffix: a backup is N-Quads (.nq) "
+            "or TriG (.trig), as 'memory-rdf export AGENT -o FILE.nq' writes (Turtle and "
+            "N-Triples hold the memory graph only); or give the format"
+        )
+    return by_suffix

@@ -1,0 +1,187 @@
+"""Backups and restores (``memory_rdf.backup``, ``memory-rdf import``): an agent exported as
+N-Quads or TriG comes back whole as a new agent, and a file that is not such a backup makes
+nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+
+from memory_rdf import (
+    Config,
+    InvalidInputError,
+    MemoryManager,
+    SchemaVersionError,
+    SparqlEndpoint,
+    StoreError,
+    backup,
+    inspect,
+)
+from memory_rdf import _vocab as V
+
+from helpers import FAST, ScriptedModel, memory_rdf_command, remember
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _graph_lines(agent: str, data: Path) -> list[str]:
+    return sorted(inspect.export(agent, data, format="ntriples").decode().splitlines())
+
+
+def _agent_id_in_metadata(path: Path) -> list[str]:
+    store = ox.Store.read_only(str(path))
+    try:
+        return [q.object.value for q in store.quads_for_pattern(
+            ox.NamedNode(V.META_SUBJECT), ox.NamedNode(V.MEMORY + "agentId"), None,
+            ox.NamedNode(V.META_GRAPH))]
+    finally:
+        del store
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """Agent ``src``: memories, a compression, a forgotten node (a dangling link) and a
+    remember whose model calls failed, kept in the journal."""
+    data = tmp_path / "data"
+    with MemoryManager("src", data_dir=data, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "我们决定用 PostgreSQL | 登录用 JWT | token 两小时过期")
+        remember(mem, "周五发布 v2.0 | 张伟负责测试")
+        mem.run_compression_slice()
+        first = mem.memories(limit=None)[-1]["id"]
+        assert mem.forget([first]) == 1
+    failing = ScriptedModel(fail={"segment": -1})
+    with MemoryManager("src", data_dir=data, config=FAST.replace(max_retries=0),
+                       model=failing) as mem:
+        mem.remember([{"role": "user", "content": "a remember the model never took"}])
+        assert mem.wait_idle(timeout=30)
+    return data
+
+
+@pytest.mark.parametrize("fmt,suffix", [("nquads", ".nq"), ("trig", ".trig")])
+def test_an_agent_comes_back_whole_under_a_new_id(source: Path, tmp_path: Path, fmt: str,
+                                                  suffix: str) -> None:
+    saved = tmp_path / f"src{suffix}"
+    saved.write_bytes(backup.export("src", source, format=fmt))
+    before = inspect.stats("src", source)
+    other = tmp_path / "elsewhere"  # another data directory, not made yet
+    after = backup.restore("copy", saved, other)
+    for key in ("nodes", "links", "dangling_links", "focus", "focus_phrases", "pending_tasks",
+                "failed_tasks", "importance"):
+        assert after[key] == before[key], key
+    assert before["dangling_links"] >= 1 and before["failed_tasks"] == 1
+    assert _graph_lines("copy", other) == _graph_lines("src", source)
+    assert [t["text"] for t in inspect.tasks("copy", other)] == \
+        [t["text"] for t in inspect.tasks("src", source)]
+    assert _agent_id_in_metadata(other / "copy") == ["copy"]
+    assert stat.S_IMODE((other / "copy").stat().st_mode) == 0o700
+    assert sorted(p.name for p in other.iterdir()) == ["copy"]  # no leftover beside it
+    with MemoryManager("copy", data_dir=other, config=FAST, model=ScriptedModel()) as mem:
+        assert "JWT" in mem.recall(["JWT"], entry="both")
+        remember(mem, "恢复之后的新记忆")
+        assert mem.stats()["nodes"] == before["nodes"] + 1
+
+
+def _refused_leaves_nothing(data: Path, before: list[str]) -> None:
+    assert sorted(p.name for p in data.iterdir()) == before
+
+
+def test_what_is_not_a_backup_makes_nothing(source: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "src.nq"
+    saved.write_bytes(backup.export("src", source))
+    before = sorted(p.name for p in source.iterdir())
+    src_lines = _graph_lines("src", source)
+
+    with pytest.raises(InvalidInputError, match="already has a memory store"):
+        backup.restore("src", saved, source)
+    assert _graph_lines("src", source) == src_lines
+
+    turtle = tmp_path / "src.ttl"
+    turtle.write_bytes(inspect.export("src", source, format="turtle"))
+    with pytest.raises(InvalidInputError, match=r"N-Quads \(\.nq\) or TriG"):
+        backup.restore("t", turtle, source)
+    with pytest.raises(InvalidInputError, match="a backup to restore is one of"):
+        backup.restore("t", saved, source, format="turtle")
+
+    foreign = tmp_path / "foreign.nq"
+    foreign.write_text(saved.read_text(encoding="utf-8")
+                       + "<urn:s> <urn:p> <urn:o> <urn:someone-elses-graph> .\n",
+                       encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="someone-elses-graph"):
+        backup.restore("f", foreign, source)
+
+    newer = tmp_path / "newer.nq"
+    text = saved.read_text(encoding="utf-8")
+    version = f'"{V.SCHEMA_VERSION}"^^<http://www.w3.org/2001/XMLSchema#integer>'
+    assert version in text
+    newer.write_text(text.replace(version, version.replace(f'"{V.SCHEMA_VERSION}"', '"99"')),
+                     encoding="utf-8")
+    with pytest.raises(SchemaVersionError, match="schema version 99"):
+        backup.restore("n", newer, source)
+
+    plain = tmp_path / "plain.nq"  # RDF, but no memory_rdf metadata
+    plain.write_text("<urn:s> <urn:p> <urn:o> .\n", encoding="utf-8")
+    with pytest.raises(SchemaVersionError, match="no memory_rdf store metadata"):
+        backup.restore("p", plain, source)
+
+    broken = tmp_path / "broken.nq"
+    broken.write_text(text[: len(text) // 2] + "\n<urn:unterminated", encoding="utf-8")
+    with pytest.raises(StoreError, match="not valid nquads"):
+        backup.restore("b", broken, source)
+
+    with pytest.raises(InvalidInputError, match="invalid"):
+        backup.restore("../x", saved, source)
+    with SparqlEndpoint("http://127.0.0.1:1/query") as ep, \
+            pytest.raises(InvalidInputError, match="endpoint"):
+        backup.restore("e", saved, ep)
+    _refused_leaves_nothing(source, before)
+
+
+def test_export_for_a_backup_is_a_whole_store_format(source: Path) -> None:
+    with pytest.raises(InvalidInputError, match="a backup is one of"):
+        backup.export("src", source, format="turtle")
+
+
+def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env.pop("MEMORY_RDF_DATA_DIR", None)
+    env["PYTHONIOENCODING"] = "utf-8"
+    return subprocess.run([memory_rdf_command(), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, encoding="utf-8", timeout=120)
+
+
+def test_the_command_line_exports_and_imports(source: Path, tmp_path: Path) -> None:
+    data = str(source)
+    saved = tmp_path / "src.nq"
+    assert _cli(tmp_path, "export", "src", "-o", str(saved), "--data-dir", data).returncode == 0
+    done = _cli(tmp_path, "import", "copy", str(saved), "--data-dir", data)
+    assert done.returncode == 0, done.stderr
+    nodes = inspect.stats("src", source)["nodes"]
+    assert (f"restored agent 'copy' from {saved}: {nodes} memories, 0 remembers still to "
+            "process, 1 failed") in done.stderr
+    again = _cli(tmp_path, "import", "copy", str(saved), "--data-dir", data)
+    assert again.returncode == 2 and again.stderr.startswith("error: ")
+    assert "Traceback" not in again.stderr
+    listed = _cli(tmp_path, "agents", "--data-dir", data, "--json")
+    assert json.loads(listed.stdout) == ["copy", "src"]
+    missing = _cli(tmp_path, "import", "x", str(tmp_path / "none.nq"), "--data-dir", data)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert not (source / "x").exists()
+
+
+def test_a_config_does_not_matter_to_a_restore(source: Path, tmp_path: Path) -> None:
+    """The backup holds data only: a restored agent opens with any Config."""
+    saved = tmp_path / "src.nq"
+    saved.write_bytes(backup.export("src", source))
+    backup.restore("copy", saved, source)
+    with MemoryManager("copy", data_dir=source, config=Config(focus_limit=2),
+                       model=ScriptedModel()) as mem:
+        assert mem.stats()["nodes"] == inspect.stats("src", source)["nodes"]
+    assert sys.modules["memory_rdf.backup"] is backup
