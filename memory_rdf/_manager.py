@@ -34,6 +34,7 @@ from memory_rdf._exceptions import (
     MemoryRDFError,
 )
 from memory_rdf._focus import FocusManager
+from memory_rdf._interrupts import interrupts_held
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import LinkStore
 from memory_rdf._listing import Listing, Window
@@ -380,6 +381,10 @@ class MemoryManager:
         ``messages``: a list of :class:`~memory_rdf.Message` or of mappings with ``role``,
         ``content`` (and optionally ``timestamp``). Nothing is stored when this raises.
 
+        A Ctrl-C (KeyboardInterrupt) in the main thread raises before the journal write, with
+        nothing stored, or (embedded store) is held back until the remember is queued and
+        raised as it returns, the remember accepted (the exception's note says so).
+
         Raises:
             InvalidTypeError, InvalidInputError: bad messages (named by index and field).
             QueueFullError: the agent already has ``max_queue_size`` tasks waiting.
@@ -387,7 +392,7 @@ class MemoryManager:
             StoreError: the journal write failed.
         """
         msgs = coerce_messages(messages)
-        self._check_open()
+        store = self._check_open()
         text = messages_to_text(msgs)
         if len(text) > self.config.max_remember_chars:
             raise InvalidInputError(
@@ -399,15 +404,21 @@ class MemoryManager:
         # take it while the journal write runs, outside that lock, so a full queue stores
         # nothing, an accepted remember is never refused after it was journalled, and no other
         # agent waits on this one's disk write. The manager's own lock keeps close() out.
-        with self._lock:
+        # Ctrl-C is held back from the journal write to the queueing (an embedded store's
+        # write is local and short): an interrupt raises before the write, and nothing is
+        # stored, or once the remember is queued — never with it journalled but not queued.
+        with self._lock, interrupts_held(store.local_writes) as held:
             self._check_open()
             slot = scheduler.reserve(self.agent_id, self.config.max_queue_size)
             try:
+                held.deliver()  # a Ctrl-C so far raises here, with nothing written
                 task = self._journal.add(text, said_at(msgs))
             except BaseException:
                 scheduler.release(slot)
                 raise
             self._submit_remember(task, slot)
+            held.note = ("memory_rdf: the interrupted remember() was accepted (journalled and "
+                         "queued) before this KeyboardInterrupt was raised")
 
     def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
         def start() -> Generator[Backoff, None, list[str]]:

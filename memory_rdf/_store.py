@@ -50,6 +50,7 @@ from memory_rdf._exceptions import (
     StoreError,
     StoreLockedError,
 )
+from memory_rdf._interrupts import interrupts_held
 from memory_rdf._query_guard import check_user_query
 from memory_rdf._resources import query_text, update_text
 
@@ -1205,6 +1206,15 @@ class _Mirror:
                     self.owner.location, why)
         self._build_again(renewal=False)
 
+    def interrupted(self) -> None:
+        """A commit stopped while it applied an update to the disk store or to this copy (the
+        owner's write lock is held): whether either holds the write is unknown, so a copy
+        kept or being built is built again from the disk store."""
+        if self.store is None and self._pending is None:
+            return  # no copy kept ("too large", "failed", "off"), nor one being filled
+        self._cancel.set()  # a build in progress stops between two chunks
+        self.rebuild("an interrupted write")
+
     def _build_again(self, renewal: bool) -> None:
         self.store = None
         self.state = "off"
@@ -1316,6 +1326,9 @@ class MemoryStore(ABC):
     #: The directory of an embedded store (None for an endpoint or an in-memory store).
     path: Path | None = None
     read_only: bool = False
+    #: Whether a write is local and short (embedded RocksDB): remember() then holds Ctrl-C
+    #: back across its journal write and queueing (an endpoint's write may retry for minutes).
+    local_writes: bool = False
     #: Writes flushed to disk because FLUSH_AFTER_BYTES piled up (embedded only).
     auto_flushes: int = 0
     #: Where the agent's graphs are.
@@ -1449,6 +1462,8 @@ class AgentStore(MemoryStore):
     truth: every write lands there first, then on the mirror — or, for a large one, on both at
     once (:meth:`_commit_at_once`).
     """
+
+    local_writes = True
 
     def __init__(self, path: Path | None, *, read_only: bool = False,
                  mirror: bool | None = False) -> None:
@@ -1726,24 +1741,45 @@ class AgentStore(MemoryStore):
             return bool(self._reads().query(query, prefixes=V.PREFIXES))
 
     def commit(self, batch: WriteBatch) -> None:
+        """Apply ``batch`` to the disk store, then to the read mirror, then run its
+        after-commit steps. A Ctrl-C in the main thread is held back until all of it is done
+        (:func:`interrupts_held`), so it does not leave the mirror or the in-memory state
+        behind the disk store; anything else that stops the commit after it started (an
+        exception raised by another signal's handler) has the mirror built again from the
+        disk store, as :meth:`_commit_at_once` does."""
         if not batch:
             return
         text = batch.text()
-        with self._write_lock:
-            self._commits_since_optimize += 1
-            mirror = self._mirror
-            if (mirror is not None and mirror.store is not None
-                    and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):
-                self._commit_at_once(text, batch, mirror)
-            else:
-                with _storage_errors(f"cannot write the memory store {self.path}"):
-                    self.store.update(text, prefixes=V.PREFIXES)
-                if mirror is not None:  # disk first: the disk store is the truth
-                    mirror.apply(text, batch)
-            self._unflushed += len(text)
-            if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
-                self._flush_in_background()
-        batch.run_after_commit()
+        with interrupts_held():
+            with self._write_lock:
+                self._commits_since_optimize += 1
+                mirror = self._mirror
+                if (mirror is not None and mirror.store is not None
+                        and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):
+                    self._commit_at_once(text, batch, mirror)
+                else:
+                    self._commit_in_turn(text, batch, mirror)
+                self._unflushed += len(text)
+                if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
+                    self._flush_in_background()
+            batch.run_after_commit()
+
+    def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None) -> None:
+        """The update applied to the disk store, then to the read mirror (the write lock is
+        held). Stopped in between (or in either, whether the disk store has the write is then
+        unknown), the mirror is built again from the disk store, the truth; a write the disk
+        store refused (StoreError) is in neither."""
+        try:
+            with _storage_errors(f"cannot write the memory store {self.path}"):
+                self.store.update(text, prefixes=V.PREFIXES)
+            if mirror is not None:  # disk first: the disk store is the truth
+                mirror.apply(text, batch)
+        except StoreError:
+            raise
+        except BaseException:
+            if mirror is not None and self._mirror is mirror:
+                mirror.interrupted()
+            raise
 
     def _commit_at_once(self, text: str, batch: WriteBatch, mirror: _Mirror) -> None:
         """A large update applied to the disk store (in a writer thread) and to the live read
@@ -1759,8 +1795,8 @@ class AgentStore(MemoryStore):
             mirror.apply(text, batch)
         except BaseException:  # interrupted: whether the copy has the write is unknown
             answer.get()
-            if self._mirror is mirror and mirror.store is not None:
-                mirror.rebuild("an interrupted write")
+            if self._mirror is mirror:
+                mirror.interrupted()
             raise
         try:
             with _storage_errors(f"cannot write the memory store {self.path}"):

@@ -9,11 +9,14 @@ characters as phrase and the upper-case words as keywords; ``relation`` answers 
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyoxigraph as ox
 import pytest
@@ -67,6 +70,34 @@ class ScriptedModel:
     def relation(self, node_content: str, focus_content: str) -> str:
         self._enter("relation")
         return self.relations.get((node_content, focus_content), self.default_relation)
+
+
+class AfterUpdate:
+    """pyoxigraph's disk store whose update() runs ``after()`` once the write is in: a Ctrl-C
+    (or another signal's handler raising) that arrives right after a disk write."""
+
+    def __init__(self, real: ox.Store, after: Callable[[], None]) -> None:
+        self.real, self.after = real, after
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.real.update(*args, **kwargs)
+        self.after()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def sigint_once() -> Callable[[], None]:
+    """A call that sends this process one SIGINT (Ctrl-C), the first time the main thread
+    makes it: the KeyboardInterrupt is raised wherever Python then handles signals."""
+    sent: list[bool] = []
+
+    def send() -> None:
+        if not sent and threading.current_thread() is threading.main_thread():
+            sent.append(True)
+            signal.raise_signal(signal.SIGINT)
+
+    return send
 
 
 FAST = Config(retry_initial_delay=0.0, retry_max_delay=0.0, max_retries=2, auto_compress=False)

@@ -21,7 +21,17 @@ from memory_rdf import Config, ConfigError, MemoryManager, _manager, _store
 from memory_rdf import _vocab as V
 from memory_rdf._store import AgentStore, WriteBatch, mirror_fits
 
-from helpers import FAST, ScriptedModel, derived_index, index, quads, remember, say
+from helpers import (
+    FAST,
+    AfterUpdate,
+    ScriptedModel,
+    derived_index,
+    index,
+    quads,
+    remember,
+    say,
+    sigint_once,
+)
 
 MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=30)
 NO_MIRROR = FAST.replace(read_mirror=False, focus_limit=3, delete_threshold=30)
@@ -574,3 +584,76 @@ def _scan_counts(mem: MemoryManager) -> dict[str, int]:
     rows = mem.sparql("SELECT ?n ?s WHERE { ?n memory:scanCount ?s }")
     assert isinstance(rows, list)
     return {r["n"]: r["s"] for r in rows}  # type: ignore[call-overload,index]
+
+
+def _marker(text: str) -> tuple[WriteBatch, str]:
+    batch = WriteBatch()
+    batch.insert([f"<{V.NODE}f00d> <{V.MEMORY}content> {_store.lit(text)} ."])
+    return batch, f"ASK {{ ?n memory:content {_store.lit(text)} }}"
+
+
+def test_a_ctrl_c_after_the_disk_write_is_held_until_the_mirror_has_it(
+    data_dir: Path, model: ScriptedModel
+) -> None:
+    """SIGINT arriving right after the disk update of an ordinary commit: the commit ends
+    (the mirror applies the update too) before the KeyboardInterrupt is raised."""
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        remember(mem, "we decided JWT for login")
+        assert_in_step(mem)
+        store = mem._store
+        assert isinstance(store, AgentStore) and store._mirror is not None
+        real = store._store
+        assert real is not None
+        store._store = AfterUpdate(real, sigint_once())  # type: ignore[assignment]
+        batch, ask = _marker("written on disk")
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                store.commit(batch)
+        finally:
+            store._store = real
+        assert store.mirror_state == "on"  # kept: it has the write, nothing to build again
+        assert store._mirror.store is not None and store._mirror.store.query(
+            ask, prefixes=V.PREFIXES)
+        assert_in_step(mem)
+
+
+@pytest.mark.parametrize("building", [False, True], ids=["built", "building"])
+def test_a_commit_stopped_after_the_disk_write_builds_the_mirror_again(
+    data_dir: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture, building: bool
+) -> None:
+    """An exception that is not the store's (KeyboardInterrupt raised by code, SystemExit
+    from a signal handler) between the disk update and the mirror's, with the mirror built
+    or being built: the copy is built again from the disk store, which has the write."""
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    reached, release = threading.Event(), threading.Event()
+    if building:  # the first build waits, its copy taken, until the commit is done
+        _held_build(monkeypatch, lambda: (reached.set(), release.wait(30)))
+    else:
+        release.set()
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        store = mem._store
+        assert isinstance(store, AgentStore)
+        real = store._store
+        assert real is not None
+        if building:  # the copy is in: commits are queued for it
+            assert reached.wait(30) and store.mirror_state == "loading"
+        else:
+            remember(mem, "we decided JWT for login")
+            assert_in_step(mem)
+        store._store = AfterUpdate(real, interrupt)  # type: ignore[assignment]
+        batch, ask = _marker("written on disk")
+        try:
+            with caplog.at_level(logging.WARNING, logger="memory_rdf"), \
+                    pytest.raises(KeyboardInterrupt):
+                store.commit(batch)
+        finally:
+            store._store = real
+            release.set()
+        assert "built again after an interrupted write" in caplog.text
+        assert real.query(ask, prefixes=V.PREFIXES)
+        assert_in_step(mem)
+        assert mem.sparql(ask)

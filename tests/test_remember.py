@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from memory_rdf import Config, MemoryManager, Message
+from memory_rdf._store import AgentStore
 
 from _graph import created, focus, ids_by_content, links
-from helpers import FAST, ScriptedModel, remember, say
+from helpers import FAST, AfterUpdate, ScriptedModel, remember, say, sigint_once
 
 #: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
 BACKENDS = ("embedded", "endpoint")
@@ -206,3 +209,27 @@ def test_config_is_validated() -> None:
         with pytest.raises(ValueError, match=next(iter(bad))):
             Config(**bad)  # type: ignore[arg-type]
     assert Config(decay_rate=1.0).decay_rate == 1.0
+
+
+def test_a_ctrl_c_during_the_journal_write_is_raised_once_the_remember_is_queued(
+    data_dir: Path, model: ScriptedModel
+) -> None:
+    """SIGINT right after the journal's disk write: the remember is still queued and
+    processed in this session (it was journalled), and the KeyboardInterrupt is raised once
+    it is, its note saying so; nothing is left in the journal."""
+    with MemoryManager("agent", data_dir=data_dir, config=FAST, model=model) as mem:
+        store = mem._store
+        assert isinstance(store, AgentStore)
+        real = store._store
+        assert real is not None
+        store._store = AfterUpdate(real, sigint_once())  # type: ignore[assignment]
+        try:
+            with pytest.raises(KeyboardInterrupt) as info:
+                mem.remember(say("the deploy key is in vault"))
+        finally:
+            store._store = real
+        assert "accepted (journalled and queued)" in " ".join(info.value.__notes__)
+        assert mem.wait_idle(30)
+        assert set(ids_by_content(mem)) == {"the deploy key is in vault"}
+        assert mem.pending_remembers() == 0
+        assert mem.stats()["pending_tasks"] == 0
