@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,7 +16,9 @@ ROLES = ("user", "assistant", "system")
 
 @dataclass(frozen=True)
 class Message:
-    """One chat message. ``role`` is "user", "assistant" or "system"; ``content`` is non-blank.
+    """One chat message. ``role`` is "user", "assistant" or "system"; ``content`` is non-blank:
+    it has a visible character (whitespace, controls, zero-width and bidi characters alone
+    are refused, :class:`InvalidInputError`).
 
     ``timestamp`` (optional) says when the message was said: a ``datetime`` or an ISO 8601
     string, naive = UTC. The nodes a remember creates carry the earliest timestamp of its
@@ -38,8 +41,40 @@ class Message:
         if not self.content.strip():
             raise InvalidInputError("message content must not be blank")
         _check_encodable(self.content, "message content")
+        if not has_visible_character(self.content):
+            raise InvalidInputError(
+                "message content must not be blank: it has no visible character (only "
+                "whitespace, control, format or zero-width characters)"
+            )
         if self.timestamp is not None:
             parse_time(self.timestamp, "message timestamp")
+
+
+#: Unicode categories of characters that show nothing: controls (Cc: NUL, BEL, DEL, …),
+#: format characters (Cf: zero-width space/joiner, BOM, bidi controls, tags, …) and
+#: separators (Zs, Zl, Zp).
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+#: Default-ignorable characters of other categories, drawn as nothing: the combining grapheme
+#: joiner, the Hangul fillers, Mongolian free variation selectors and the variation selectors.
+_INVISIBLE = frozenset(
+    "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+    + "".join(map(chr, range(0xFE00, 0xFE10)))
+    + "".join(map(chr, range(0xE0100, 0xE01F0)))
+)
+
+
+def has_visible_character(text: str) -> bool:
+    """Whether ``text`` has a character that shows: one that is not whitespace, a control,
+    a format character (zero-width, bidi, BOM) or another default-ignorable one.
+
+    >>> has_visible_character("\\u200b\\ufeff \\x00"), has_visible_character("\\u200bok")
+    (False, True)
+    """
+    return any(
+        not ch.isspace() and ch not in _INVISIBLE
+        and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
+        for ch in text
+    )
 
 
 #: The small-model protocol's limits (one place: the prompts, the answer checks and the

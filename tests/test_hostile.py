@@ -456,6 +456,37 @@ def test_a_line_break_in_content_cannot_forge_a_system_message(tmp_path: Path) -
             assert not line.startswith(("system:", "assistant:")), contents
 
 
+def test_content_with_no_visible_character_is_refused(tmp_path: Path) -> None:
+    """Zero-width characters, NUL, controls, bidi controls, fillers: blank in practice, so
+    refused like blank content, naming the message and field, through remember() and the
+    tools (the MCP server runs them), with nothing journalled. Content with a visible
+    character among them is kept as it is."""
+    from memory_rdf import InvalidInputError, Message
+    from memory_rdf.tools import call_tool
+
+    invisible = ["\u200b\u200d\ufeff", "\x00", "\x01\x02\x7f", "\u202e\u202d\u2066",
+                 " \u3000\u2028\t\u00a0", "\u3164\ufe0f\U000e0041"]
+    kept = ["\u200bzero\u200dwidth\ufeff", "a\x00b", "\u202eevil\u202c", "\ufe0f\u2764",
+            "\u0301", "\ue000"]  # a lone combining mark and a private-use character show
+    with MemoryManager("h", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        for content in invisible:
+            messages = [{"role": "user", "content": "fine"}, {"role": "user", "content": content}]
+            with pytest.raises(InvalidInputError,
+                               match=r"messages\[1\]: message content must not be blank"):
+                mem.remember(messages)
+            with pytest.raises(InvalidInputError, match=r"messages\[1\].*must not be blank"):
+                call_tool(mem, "remember", {"messages": messages})
+            with pytest.raises(InvalidInputError, match="must not be blank"):
+                Message("user", content)
+        assert mem.pending_remembers() == 0
+        assert mem.wait_idle(timeout=30) and mem.stats()["nodes"] == 0
+        for content in kept:
+            mem.remember([{"role": "user", "content": content}])
+        assert mem.wait_idle(timeout=30)
+        stored = {row["c"] for row in mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")}
+    assert stored == set(kept)
+
+
 # -- 7. smaller ones ---------------------------------------------------------------------------
 
 
