@@ -42,7 +42,13 @@ from memory_rdf._store import (
     triple,
 )
 from memory_rdf._text import index_terms
-from memory_rdf._types import Processed, SmallModel, check_processed, clean_keywords
+from memory_rdf._types import (
+    LENGTH_TOLERANCE,
+    Processed,
+    SmallModel,
+    check_processed,
+    clean_keywords,
+)
 
 #: Nodes whose state is read and written together within a slice: the default
 #: ``compression_batch_size``, so that a default slice is two reads and one write (measured at
@@ -453,7 +459,7 @@ class Compressor:
     def _checked(self, value: Any, target: int) -> Processed:
         p = check_processed(value)
         content = p.content.strip()
-        if not content or len(content) > 1.25 * target:
+        if not content or len(content) > LENGTH_TOLERANCE * target:
             raise ModelError(
                 f"compressed text has {len(content)} characters for a target of {target}"
             )

@@ -18,7 +18,14 @@ from memory_rdf._links import NEXT, PREVIOUS, LinkData, LinkStore
 from memory_rdf._nodes import NodeData, NodeStore
 from memory_rdf._store import MemoryStore, WriteBatch
 from memory_rdf._text import index_terms
-from memory_rdf._types import Processed, SmallModel, check_processed, clean_keywords
+from memory_rdf._types import (
+    LENGTH_TOLERANCE,
+    REMEMBER_SLACK,
+    Processed,
+    SmallModel,
+    check_processed,
+    clean_keywords,
+)
 
 T = TypeVar("T")
 
@@ -143,9 +150,12 @@ class Rememberer:
                         yield Backoff(0.0)  # let other agents' recalls run (issue 17)
                     part = list(segments[start : start + BATCH_CHUNK])
                     done += _batch_attempt(
-                        lambda part=part: _checked_batch(batch_fn(part), len(part)),  # type: ignore[misc]
+                        lambda part=part: _checked_batch(batch_fn(part), part),  # type: ignore[misc]
                         self.stats, "process_batch",
                     )
+                for p in done:
+                    if not p.phrase:  # as compression does: the built-in model's phrase
+                        p.phrase = self.fallback.process(p.content).phrase
                 return done
             except _BatchFailed:
                 pass  # one call per segment, same results (SPEC §4), each with its retries
@@ -155,11 +165,12 @@ class Rememberer:
                 yield Backoff(0.0)  # let other agents' recalls run between segments (issue 17)
             try:
                 p = yield from with_retries(
-                    lambda seg=seg: check_processed(model.process(seg)),  # type: ignore[misc]
+                    lambda seg=seg: checked_answer(model.process(seg), seg),  # type: ignore[misc]
                     cfg, self.stats, "process",
                 )
-                out.append(Processed(p.content.strip(), p.phrase.strip(),
-                                     clean_keywords(p.keywords)))
+                if not p.phrase:  # as compression does: the built-in model's phrase
+                    p.phrase = self.fallback.process(p.content).phrase
+                out.append(p)
             except ModelError:
                 # SPEC §5.1 step 2: keep the text, take phrase and keywords from the built-in model.
                 fb = self.fallback.process(seg)
@@ -273,14 +284,26 @@ def _batch_attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
         raise _BatchFailed(str(exc)) from exc
 
 
-def _checked_batch(value: Any, n: int) -> list[Processed]:
+def checked_answer(value: Any, segment: str) -> Processed:
+    """What ``process(segment)`` returned at remember, cleaned as it is stored. Besides the
+    type checks (:func:`check_processed`: a phrase of at most ``PHRASE_MAX`` characters), a
+    content longer than ``LENGTH_TOLERANCE`` × the segment plus ``REMEMBER_SLACK`` characters
+    is a failed call (``ValueError``), as a compressed text longer than its target is: the
+    content is the segment, not another text (SPEC §4, §5.1 step 2)."""
+    p = check_processed(value)
+    content = p.content.strip()
+    longest = int(LENGTH_TOLERANCE * len(segment)) + REMEMBER_SLACK
+    if len(content) > longest:
+        raise ValueError(f"process() returned {len(content)} characters of content for a "
+                         f"segment of {len(segment)} (at most {longest})")
+    return Processed(content, p.phrase.strip(), clean_keywords(p.keywords))
+
+
+def _checked_batch(value: Any, segments: Sequence[str]) -> list[Processed]:
+    n = len(segments)
     if not isinstance(value, list) or len(value) != n:
         raise ModelError(f"process_batch() must return {n} results")
-    out = []
-    for p in value:
-        p = check_processed(p)
-        out.append(Processed(p.content.strip(), p.phrase.strip(), clean_keywords(p.keywords)))
-    return out
+    return [checked_answer(p, seg) for p, seg in zip(value, segments, strict=True)]
 
 
 def _checked_relations(value: Any, n: int) -> list[str]:

@@ -83,6 +83,13 @@ def has_visible_character(text: str) -> bool:
 PHRASE_MAX = 20
 KEYWORDS_MIN = 3
 KEYWORDS_MAX = 5
+#: A model's text may be up to this many times as long as what bounds it: the compression
+#: target (SPEC §5.2 step 6) and, at remember, the segment it was made from; longer is a
+#: failed call.
+LENGTH_TOLERANCE = 1.25
+#: At remember, ``LENGTH_TOLERANCE`` × the segment's length plus this many characters (a
+#: short segment written out a little longer: "5pm" as "5 p.m.").
+REMEMBER_SLACK = 20
 
 
 def clean_keywords(values: Sequence[str]) -> list[str]:
@@ -226,13 +233,18 @@ def _check_encodable(text: str, what: str) -> None:
 
 
 def check_processed(value: Any) -> Processed:
-    """Validate what a model returned from ``process`` (raises ``ValueError`` on garbage)."""
+    """Validate what a model returned from ``process`` (raises ``ValueError`` on garbage: a
+    failed call), the phrase at most ``PHRASE_MAX`` characters (as the HTTP models' schema
+    says); the content's length is checked by the caller, who knows its bound."""
     if not isinstance(value, Processed):
         raise ValueError(f"process() must return Processed, got {type(value).__name__}")
     if not isinstance(value.content, str) or not value.content.strip():
         raise ValueError("process() returned empty content")
     if not isinstance(value.phrase, str):
         raise ValueError("process() returned a non-str phrase")
+    if len(value.phrase.strip()) > PHRASE_MAX:
+        raise ValueError(f"process() returned a phrase of {len(value.phrase.strip())} "
+                         f"characters, at most {PHRASE_MAX} allowed")
     if not isinstance(value.keywords, list) or not all(isinstance(k, str) for k in value.keywords):
         raise ValueError("process() returned keywords that are not a list of str")
     _check_encodable(value.content, "model content")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memory_rdf import MemoryManager
+from memory_rdf import MemoryManager, Processed
 
 from _graph import focus, ids_by_content, links, set_strength
 from helpers import FAST, ScriptedModel, remember
@@ -138,6 +138,24 @@ def test_garbage_compression_answers_are_failed_calls(make_manager) -> None:
     set_strength(mem, B, x, 0.25)
     report = mem.run_compression_slice()
     assert report["compressed"] == 0 and x in ids_by_content(mem)
+
+
+def test_a_compression_answer_with_an_oversized_phrase_is_a_failed_call(make_manager) -> None:
+    class LongPhrase(ScriptedModel):
+        def process(self, text, target_length=None):  # type: ignore[no-untyped-def]
+            p = super().process(text, target_length)
+            return Processed(p.content, "p" * 10_000, p.keywords) if target_length else p
+
+    x = "x" * 40
+    mem = make_manager(model=LongPhrase(), config=FAST.replace(focus_limit=1))
+    remember(mem, f"{x} | {B}")
+    remember(mem, C)
+    set_strength(mem, x, B, 0.25)
+    set_strength(mem, B, x, 0.25)
+    report = mem.run_compression_slice()
+    assert report["compressed"] == 0 and x in ids_by_content(mem)
+    phrases = [r["p"] for r in mem.sparql("SELECT ?p WHERE { ?n memory:phrase ?p }")]  # type: ignore[index,union-attr]
+    assert all(len(p) <= 20 for p in phrases)
 
 
 def test_compressed_node_gets_new_phrase_keywords_and_terms(make_manager) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_rdf import Config, MemoryManager, Message
+from memory_rdf import Config, MemoryManager, Message, Processed
 from memory_rdf._store import AgentStore
 
 from _graph import created, focus, ids_by_content, links
@@ -132,6 +132,55 @@ def test_process_failure_keeps_text_and_uses_builtin_phrase_keywords(
     assert kws and all(isinstance(k, str) and k for k in kws)
     # 1 + max_retries attempts before falling back
     assert model.calls["process"] == 1 + FAST.max_retries
+
+
+class Oversized(ScriptedModel):
+    """process() answers what its name says for the segment "world": a content 10,000 times
+    the segment, or a 10,000-character phrase (single calls and the batched form)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def process(self, text: str, target_length: int | None = None) -> Processed:
+        p = super().process(text, target_length)
+        if text != "world":
+            return p
+        if self.what == "content":
+            return Processed(text * 10_000, p.phrase, p.keywords)
+        return Processed(p.content, "p" * 10_000, p.keywords)
+
+    def process_batch(self, texts: list[str]) -> list[Processed]:
+        return [self.process(t) for t in texts]
+
+
+@pytest.mark.parametrize("what", ["content", "phrase"])
+def test_an_oversized_process_answer_is_a_failed_call(make_manager, what: str) -> None:
+    """A content far longer than its segment, or a phrase beyond PHRASE_MAX: a failed call
+    (retried, then the text kept with the built-in model's phrase and keywords), as a
+    compressed text longer than its target is; the batched form is checked the same way."""
+    model = Oversized(what)
+    mem = make_manager(model=model)
+    remember(mem, "hello | world | again")
+    rows = mem.sparql("SELECT ?c ?p ?len WHERE { ?n memory:content ?c ; memory:phrase ?p ; "
+                      "memory:originalLength ?len } ORDER BY ?c")
+    assert [(r["c"], r["len"]) for r in rows] == [  # type: ignore[index]
+        ("again", 5), ("hello", 5), ("world", 5)]
+    assert all(0 < len(r["p"]) <= 20 for r in rows)  # type: ignore[index]
+    # the batch (3 calls), then one call each for the others and 1 + max_retries for "world"
+    assert model.calls["process"] == 3 + 2 + 1 + FAST.max_retries
+
+
+def test_an_empty_phrase_is_the_built_in_model_s(make_manager) -> None:
+    class NoPhrase(ScriptedModel):
+        def process(self, text: str, target_length: int | None = None) -> Processed:
+            p = super().process(text, target_length)
+            return Processed(p.content, " ", p.keywords)
+
+    mem = make_manager(model=NoPhrase())
+    remember(mem, "the deploy key is in vault")
+    rows = mem.sparql("SELECT ?p WHERE { ?n memory:phrase ?p }")
+    assert len(rows) == 1 and rows[0]["p"].strip()  # type: ignore[index]
 
 
 def test_relation_failure_leaves_links_unnamed(make_manager, model: ScriptedModel) -> None:

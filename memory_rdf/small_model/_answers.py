@@ -41,7 +41,14 @@ from typing import Any
 
 from memory_rdf._exceptions import ModelError
 from memory_rdf._text import HAN, normalize, strip_role_prefixes, word_set
-from memory_rdf._types import KEYWORDS_MAX, KEYWORDS_MIN, PHRASE_MAX, Processed, clean_keywords
+from memory_rdf._types import (
+    KEYWORDS_MAX,
+    KEYWORDS_MIN,
+    LENGTH_TOLERANCE,
+    PHRASE_MAX,
+    Processed,
+    clean_keywords,
+)
 
 __all__ = [
     "check_processed_item",
@@ -197,7 +204,7 @@ def check_processed_item(
         if problem:
             raise ModelError(f"{where}: the content is not the text: {problem}")
         content = text
-    elif len(content) > 1.25 * max(target_length, 1):
+    elif len(content) > LENGTH_TOLERANCE * max(target_length, 1):
         raise ModelError(
             f"{where}: the compressed text has {len(content)} characters "
             f"for a target of {target_length}"
