@@ -150,6 +150,12 @@ class Config:
                "compression_batch_size must be >= 1", self.compression_batch_size)
         _check(self.max_nodes is None or self.max_nodes >= 1,
                "max_nodes must be None or >= 1", self.max_nodes)
+        # Focus nodes are never forgotten (SPEC §5.2), so the fixed pool (§5.3) can only make
+        # room among the others: a cap no larger than the focus could never hold.
+        _check(self.max_nodes is None or self.max_nodes > self.focus_limit,
+               f"max_nodes must be None or > focus_limit ({self.focus_limit}): focus nodes are "
+               "never forgotten, so a pool no larger than the focus cannot hold its cap",
+               self.max_nodes)
         _check(self.max_retries >= 0, "max_retries must be >= 0", self.max_retries)
         _check(self.retry_initial_delay >= 0,
                "retry_initial_delay must be >= 0", self.retry_initial_delay)

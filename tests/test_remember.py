@@ -258,6 +258,13 @@ def test_config_is_validated() -> None:
         with pytest.raises(ValueError, match=next(iter(bad))):
             Config(**bad)  # type: ignore[arg-type]
     assert Config(decay_rate=1.0).decay_rate == 1.0
+    # focus nodes are never forgotten: a pool no larger than the focus cannot hold its cap
+    for cap, limit in ((3, 5), (5, 5), (1, 1)):
+        with pytest.raises(ValueError, match=r"max_nodes must be None or > focus_limit"):
+            Config(max_nodes=cap, focus_limit=limit)
+    with pytest.raises(ValueError, match=r"> focus_limit \(8\)"):
+        Config(max_nodes=20).replace(focus_limit=8, max_nodes=8)
+    assert Config(max_nodes=6).max_nodes == Config(max_nodes=2, focus_limit=1).max_nodes + 4
 
 
 def test_a_ctrl_c_during_the_journal_write_is_raised_once_the_remember_is_queued(
