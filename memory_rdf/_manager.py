@@ -10,6 +10,7 @@ import threading
 from collections.abc import Generator, Sequence, Set
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -153,17 +154,33 @@ class MemorySystem:
     def agent(self, agent_id: str, *, config: Config | None = None) -> MemoryManager:
         """The (initialized) manager of ``agent_id``; the same object for the same id.
 
+        ``config`` (None: the system's) applies when the agent is opened; for an agent
+        already open it must be None or equal to the config it was opened with.
+
         Raises:
-            InvalidInputError, InvalidTypeError: ``agent_id`` is not a valid id (SPEC §2).
+            InvalidInputError, InvalidTypeError: ``agent_id`` is not a valid id (SPEC §2), or
+                ``config`` differs from the config of the agent already open.
             MemoryClosedError: the system is closed.
             StoreError: the agent's store cannot be opened (``StoreLockedError``: another
                 process holds it).
         """
         validate_agent_id(agent_id)
+        if config is not None and not isinstance(config, Config):
+            raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
         with self._lock:
             if self._closed:
                 raise MemoryClosedError("the memory system is closed")
             manager = self._agents.get(agent_id)
+            if manager is not None and not manager.closed and config is not None \
+                    and config != manager.config:
+                changed = [f"{f.name}={getattr(config, f.name)!r}" for f in fields(Config)
+                           if getattr(config, f.name) != getattr(manager.config, f.name)]
+                raise InvalidInputError(
+                    f"agent {agent_id!r} is already open with another config (this one has "
+                    f"{', '.join(changed[:3])}{', …' if len(changed) > 3 else ''}); it keeps "
+                    "its config while open: call agent() without one, or close the agent "
+                    "first to open it with this one"
+                )
             if manager is None or manager.closed:
                 manager = MemoryManager(
                     agent_id, data_dir=None if self.endpoint else self.data_dir,

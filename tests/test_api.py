@@ -248,6 +248,26 @@ def test_two_agents_in_one_system_are_isolated(tmp_path: Path, model: ScriptedMo
         assert sorted(system.agents()) == ["agent_a", "agent_b"]
 
 
+def test_an_open_agent_asked_for_with_another_config_is_refused(
+    tmp_path: Path, model: ScriptedModel
+) -> None:
+    """agent(id, config=...) on an agent already open: the same manager for no config or an
+    equal one; a different one is refused (it silently returned the manager with its old
+    config); after close, the agent opens with the new one."""
+    with MemorySystem(data_dir=tmp_path, model=model, config=FAST) as system:
+        a = system.agent("a")
+        assert system.agent("a", config=FAST.replace()) is a is system.agent("a")
+        with pytest.raises(ValueError, match=r"already open with another config \(this one "
+                                             r"has focus_limit=1\)"):
+            system.agent("a", config=FAST.replace(focus_limit=1))
+        with pytest.raises(TypeError, match="config must be a Config"):
+            system.agent("a", config={"focus_limit": 1})  # type: ignore[arg-type]
+        assert a.config.focus_limit == 5
+        a.close()
+        b = system.agent("a", config=FAST.replace(focus_limit=1))
+        assert b is not a and b.config.focus_limit == 1
+
+
 def test_use_after_close_raises(data_dir: Path, model: ScriptedModel) -> None:
     mem = MemoryManager("c", data_dir=data_dir, config=FAST, model=model)
     with pytest.raises(MemoryClosedError, match="initialize"):
