@@ -615,7 +615,8 @@ def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
               help="Compression slices to run.")
 @_data_dir_option
 def compress(agent: str, slices: int, data_dir: Where) -> None:
-    """Run compression slices now (decay, shorten, forget) and print their totals.
+    """Run compression slices now (decay, shorten, forget) and print their totals; stops
+    early at a slice that finds nothing to scan (every node left is a focus node).
 
     \b
     Example:
@@ -625,19 +626,24 @@ def compress(agent: str, slices: int, data_dir: Where) -> None:
     keys = ("scanned", "compressed", "forgotten", "links_removed", "model_calls")
     totals = dict.fromkeys(keys, 0)
     elapsed = 0.0
+    ran, stopped = 0, ""
     with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
         before = mem.stats()["nodes"]
         with progress_bar(_stderr()) as progress:
             task = progress.add_task("Compressing", total=slices)
             for _ in range(slices):
                 report = mem.run_compression_slice()
+                ran += 1
                 for k in keys:
                     totals[k] += int(report.get(k, 0))
                 elapsed += float(report.get("elapsed_ms", 0.0))
                 progress.advance(task)
+                if not report.get("scanned") and not report.get("preempted"):
+                    stopped = " (stopped: nothing to scan, every node left is a focus node)"
+                    break  # the next slices would find nothing either
         after = mem.stats()["nodes"]
     click.echo(
-        f"{slices} slices: scanned {totals['scanned']}, compressed {totals['compressed']}, "
+        f"{ran} slices{stopped}: scanned {totals['scanned']}, compressed {totals['compressed']}, "
         f"forgotten {totals['forgotten']}, links removed {totals['links_removed']}, "
         f"model calls {totals['model_calls']}, {elapsed:.0f} ms; nodes {before} → {after}"
     )

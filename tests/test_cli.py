@@ -446,6 +446,20 @@ def test_compress_runs_slices_and_changes_the_store(tmp_path: Path) -> None:
     assert_one_line_error(bad, 2)
 
 
+def test_compress_stops_at_a_slice_that_scans_nothing(tmp_path: Path) -> None:
+    """Every node in focus: the first slice scans nothing, and so would every later one; it
+    ran on through all of --slices (10**12: for ever)."""
+    data, chat = tmp_path / "data", tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "the deploy key is in vault"}]))
+    made = cli(tmp_path, "remember", "few", str(chat), data_dir=data, timeout=120)
+    assert made.returncode == 0, made.stderr
+    result = cli(tmp_path, "compress", "few", "--slices", str(10**12), data_dir=data)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(
+        "1 slices (stopped: nothing to scan, every node left is a focus node): scanned 0,"
+    ), result.stdout
+
+
 # -- errors --------------------------------------------------------------------------------------
 
 
