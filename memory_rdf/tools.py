@@ -227,8 +227,9 @@ _TOOLS: tuple[_Tool, ...] = (
                                            "2026-11-24T09:30:00Z). Optional.",
                         },
                     },
+                    # no additionalProperties: false: other keys are ignored, as remember()
+                    # ignores them (SPEC §9: the arguments are the Python method's)
                     "required": ["role", "content"],
-                    "additionalProperties": False,
                 },
             },
         },

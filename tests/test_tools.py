@@ -106,6 +106,20 @@ def test_schemas_accept_what_call_tool_accepts_and_refuse_the_rest() -> None:
             jsonschema.validate(bad[name], by_name[name])
 
 
+def test_a_message_s_other_keys_are_ignored_by_schema_call_tool_and_remember(
+    mem: MemoryManager
+) -> None:
+    """remember() ignores a message's keys other than role, content and timestamp (an
+    OpenAI-style message's "name"); the tool does the same, and its schema says so (it
+    claimed additionalProperties: false, and call_tool and the MCP server accepted them)."""
+    extra = {"messages": [{"role": "user", "content": "hi JWT", "name": "li", "extra": 1}]}
+    jsonschema.validate(extra, {t["name"]: t for t in anthropic_tools()}["remember"]
+                        ["input_schema"])
+    assert json.loads(call_tool(mem, "remember", extra))["status"] == "accepted"
+    mem.remember(extra["messages"])
+    assert mem.wait_idle(30) and mem.stats()["nodes"] == 2
+
+
 def test_schema_functions_return_fresh_copies() -> None:
     anthropic_tools()[1]["input_schema"]["properties"].clear()
     assert "keywords" in anthropic_tools()[1]["input_schema"]["properties"]
