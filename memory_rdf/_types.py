@@ -232,10 +232,21 @@ def _check_encodable(text: str, what: str) -> None:
         raise InvalidInputError(f"{what} is not valid Unicode text ({exc.reason})") from None
 
 
+def clip_phrase(phrase: str) -> str:
+    """``phrase`` within ``PHRASE_MAX`` characters: whitespace collapsed, then cut at the last
+    space that keeps at least half of it, else at ``PHRASE_MAX``."""
+    text = " ".join(phrase.split())
+    if len(text) <= PHRASE_MAX:
+        return text
+    cut = text[: PHRASE_MAX + 1].rfind(" ")
+    return (text[:cut] if cut >= PHRASE_MAX // 2 else text[:PHRASE_MAX]).rstrip()
+
+
 def check_processed(value: Any) -> Processed:
     """Validate what a model returned from ``process`` (raises ``ValueError`` on garbage: a
-    failed call), the phrase at most ``PHRASE_MAX`` characters (as the HTTP models' schema
-    says); the content's length is checked by the caller, who knows its bound."""
+    failed call). A phrase over ``PHRASE_MAX`` characters is cut to it (at a space when
+    there is one): the phrase is a label, and a model that writes long ones would otherwise
+    fail every call. The content's length is checked by the caller, who knows its bound."""
     if not isinstance(value, Processed):
         raise ValueError(f"process() must return Processed, got {type(value).__name__}")
     if not isinstance(value.content, str) or not value.content.strip():
@@ -243,8 +254,7 @@ def check_processed(value: Any) -> Processed:
     if not isinstance(value.phrase, str):
         raise ValueError("process() returned a non-str phrase")
     if len(value.phrase.strip()) > PHRASE_MAX:
-        raise ValueError(f"process() returned a phrase of {len(value.phrase.strip())} "
-                         f"characters, at most {PHRASE_MAX} allowed")
+        value = Processed(value.content, clip_phrase(value.phrase), value.keywords)
     if not isinstance(value.keywords, list) or not all(isinstance(k, str) for k in value.keywords):
         raise ValueError("process() returned keywords that are not a list of str")
     _check_encodable(value.content, "model content")

@@ -155,10 +155,11 @@ class Oversized(ScriptedModel):
 
 
 @pytest.mark.parametrize("what", ["content", "phrase"])
-def test_an_oversized_process_answer_is_a_failed_call(make_manager, what: str) -> None:
-    """A content far longer than its segment, or a phrase beyond PHRASE_MAX: a failed call
-    (retried, then the text kept with the built-in model's phrase and keywords), as a
-    compressed text longer than its target is; the batched form is checked the same way."""
+def test_an_oversized_process_answer_is_refused_or_cut(make_manager, what: str) -> None:
+    """A content far longer than its segment is a failed call (retried, then the text kept
+    with the built-in model's phrase and keywords), as a compressed text longer than its
+    target is; the batched form is checked the same way. A phrase beyond PHRASE_MAX is cut
+    to it (a label: repairing it loses nothing of the memory)."""
     model = Oversized(what)
     mem = make_manager(model=model)
     remember(mem, "hello | world | again")
@@ -167,8 +168,12 @@ def test_an_oversized_process_answer_is_a_failed_call(make_manager, what: str) -
     assert [(r["c"], r["len"]) for r in rows] == [  # type: ignore[index]
         ("again", 5), ("hello", 5), ("world", 5)]
     assert all(0 < len(r["p"]) <= 20 for r in rows)  # type: ignore[index]
-    # the batch (3 calls), then one call each for the others and 1 + max_retries for "world"
-    assert model.calls["process"] == 3 + 2 + 1 + FAST.max_retries
+    if what == "content":
+        # the batch (3 calls), then one call each for the others and 1 + max_retries for "world"
+        assert model.calls["process"] == 3 + 2 + 1 + FAST.max_retries
+    else:
+        assert model.calls["process"] == 3  # the batch, taken with the phrase cut
+        assert [r["p"] for r in rows][2] == "p" * 20  # type: ignore[index]
 
 
 def test_an_empty_phrase_is_the_built_in_model_s(make_manager) -> None:
@@ -289,3 +294,12 @@ def test_a_ctrl_c_during_the_journal_write_is_raised_once_the_remember_is_queued
         assert set(ids_by_content(mem)) == {"the deploy key is in vault"}
         assert mem.pending_remembers() == 0
         assert mem.stats()["pending_tasks"] == 0
+
+
+def test_a_long_phrase_is_cut_at_a_space() -> None:
+    from memory_rdf._types import PHRASE_MAX, clip_phrase
+
+    assert clip_phrase("the quarterly  planning meeting notes") == "the quarterly"
+    assert clip_phrase("short one") == "short one"
+    assert clip_phrase("x" * 50) == "x" * PHRASE_MAX
+    assert clip_phrase("a " + "y" * 40) == ("a " + "y" * 40)[:PHRASE_MAX]  # no space past half
