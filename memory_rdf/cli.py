@@ -877,10 +877,10 @@ def _format_for(output: str | Path | None, fmt: str | None, suffixes: dict[str, 
               type=click.Choice(["turtle", "ntriples", "nquads", "trig"]), default=None,
               help="turtle/ntriples: the memory graph; nquads/trig: also journal and metadata. "
                    "Default: from FILE's suffix (.ttl .nt .nq .trig), else turtle.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write to FILE instead of stdout.")
+@click.option("--output", "-o", default=None, metavar="FILE|-",
+              help="Write to FILE instead of stdout (- is stdout too).")
 @_data_dir_option
-def export(agent: str, fmt: str | None, output: Path | None, data_dir: Where) -> None:
+def export(agent: str, fmt: str | None, output: str | None, data_dir: Where) -> None:
     """Export the agent's store as RDF.
 
     Turtle and N-Triples hold the memory network (the default graph); N-Quads and TriG add the
@@ -895,11 +895,12 @@ def export(agent: str, fmt: str | None, output: Path | None, data_dir: Where) ->
     _agent(agent)
     chosen = _format_for(output, fmt, _EXPORT_SUFFIXES, "turtle")
     data = inspect.export(agent, data_dir, format=chosen)
-    if output is None:
+    if output in (None, "-"):
         _write_bytes(data)
         return
-    output.write_bytes(data)
-    _say(_stderr(), f"wrote {_human_bytes(len(data))} ({chosen}) to {output}")
+    target = Path(output)
+    target.write_bytes(data)
+    _say(_stderr(), f"wrote {_human_bytes(len(data))} ({chosen}) to {target}")
 
 
 @cli.command(name="import", short_help="Restore a backup as a new agent.")

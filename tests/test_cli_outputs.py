@@ -75,6 +75,22 @@ def test_export_refuses_a_suffix_that_contradicts_the_format(work: Path, data: P
     assert _parses_as(work / "bot.txt", pyoxigraph.RdfFormat.N_TRIPLES) > 0
 
 
+def test_export_dash_is_stdout(tmp_path: Path, data: Path) -> None:
+    """``-o -`` writes to stdout, as ``graph -o -`` does (it wrote a file named ``-``)."""
+    result = cli(tmp_path, "export", "bot", "--format", "nquads", "-o", "-", data_dir=data)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "-").exists()
+    quads = list(pyoxigraph.parse(result.stdout.encode(), format=pyoxigraph.RdfFormat.N_QUADS))
+    assert any(q.graph_name != pyoxigraph.DefaultGraph() for q in quads)  # the journal too
+    plain = cli(tmp_path, "export", "bot", "-o", "-", data_dir=data)  # no suffix: Turtle
+    assert plain.returncode == 0 and "wrote" not in plain.stderr
+    assert _parses_as_text(plain.stdout, pyoxigraph.RdfFormat.TURTLE) > 0
+
+
+def _parses_as_text(text: str, fmt: pyoxigraph.RdfFormat) -> int:
+    return len(list(pyoxigraph.parse(text.encode(), format=fmt)))
+
+
 # -- graph --------------------------------------------------------------------------------------
 
 
