@@ -165,6 +165,14 @@ def _write_bytes(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
+def _write_file(target: Path, data: bytes) -> None:
+    """``data`` written to ``target``; an error is one line naming the file and the reason."""
+    try:
+        target.write_bytes(data)
+    except OSError as exc:
+        raise _CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
 def _human_bytes(n: int) -> str:
     size = float(n)
     for unit in ("B", "kB", "MB", "GB"):
@@ -899,7 +907,7 @@ def export(agent: str, fmt: str | None, output: str | None, data_dir: Where) -> 
         _write_bytes(data)
         return
     target = Path(output)
-    target.write_bytes(data)
+    _write_file(target, data)
     _say(_stderr(), f"wrote {_human_bytes(len(data))} ({chosen}) to {target}")
 
 
@@ -973,10 +981,7 @@ def graph(agent: str, output: str | None, depth: int, fmt: str | None, limit: in
         _write_bytes(data)
         return
     target = Path(output) if output is not None else Path(f"{agent}-graph.{fmt}")
-    try:
-        target.write_bytes(data)
-    except OSError as exc:
-        raise _CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+    _write_file(target, data)
     dangling = picture.dangling
     _say(_stderr(), f"wrote {target} ({fmt}, {_human_bytes(len(data))}): {picture.nodes} of "
                     f"{picture.total_nodes} memories, {picture.connections} connections, "

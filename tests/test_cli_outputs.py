@@ -87,6 +87,20 @@ def test_export_dash_is_stdout(tmp_path: Path, data: Path) -> None:
     assert _parses_as_text(plain.stdout, pyoxigraph.RdfFormat.TURTLE) > 0
 
 
+def test_export_and_graph_say_why_a_file_cannot_be_written(tmp_path: Path, data: Path) -> None:
+    """A file that cannot be written is one line naming it and the reason, alike for export and
+    graph (export printed Python's ``[Errno 2] No such file or directory: '…'``)."""
+    missing = tmp_path / "no-such-dir"
+    for args, target in ((["export", "bot"], missing / "x.ttl"),
+                         (["graph", "bot"], missing / "x.html"),
+                         (["export", "bot"], tmp_path)):  # a directory
+        result = cli(tmp_path, *args, "-o", str(target), data_dir=data)
+        assert_one_line_error(result, 1)
+        reason = "Is a directory" if target == tmp_path else "No such file or directory"
+        assert result.stderr.strip() == f"error: cannot write {target}: {reason}", result.stderr
+    assert not missing.exists()
+
+
 def _parses_as_text(text: str, fmt: pyoxigraph.RdfFormat) -> int:
     return len(list(pyoxigraph.parse(text.encode(), format=fmt)))
 
