@@ -506,8 +506,11 @@ def sparql_syntax_error(exc: SyntaxError) -> SparqlError:
 
 
 def _store_message(what: str, exc: BaseException) -> str:
-    """What went wrong, in one line; RocksDB's "Corruption: …" said plainly."""
+    """What went wrong, in one line; RocksDB's "Corruption: …" said plainly, and an error of
+    the operating system as its reason and file (not Python's ``[Errno 2] …: '…'``)."""
     said = " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        said = exc.strerror + (f" ({exc.filename})" if exc.filename else "")
     if "Corruption" in said:
         return f"{what}: its files are corrupt ({said}); restore it from a backup"
     return f"{what}: {said}"

@@ -101,6 +101,18 @@ def test_export_and_graph_say_why_a_file_cannot_be_written(tmp_path: Path, data:
     assert not missing.exists()
 
 
+def test_a_store_that_cannot_be_made_says_why(tmp_path: Path) -> None:
+    """A data directory below a file: the store cannot be made, said as the reason and the
+    file (was Python's ``[Errno 20] Not a directory: '…'``)."""
+    (tmp_path / "afile").write_text("not a directory")
+    data = tmp_path / "afile" / "data"
+    result = cli(tmp_path, "remember", "bot", "-", data_dir=data,
+                 stdin=json.dumps(MESSAGES[:1], ensure_ascii=False))
+    assert_one_line_error(result, 1)
+    assert f"cannot open the memory store {data / 'bot'}: Not a directory (" in result.stderr
+    assert "Errno" not in result.stderr
+
+
 def _parses_as_text(text: str, fmt: pyoxigraph.RdfFormat) -> int:
     return len(list(pyoxigraph.parse(text.encode(), format=fmt)))
 
