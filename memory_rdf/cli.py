@@ -295,8 +295,10 @@ def demo(agent: str, english: bool, slices: int, data_dir: Where) -> None:
     one, then recall from the focus and through the keyword entry, and show stats.
 
     Wipes the agent first when it exists. The last session of the conversation is held back:
-    its questions are what the recalls ask. Runs offline (built-in heuristic model) in a few
-    seconds. Afterwards draw the result: memory-rdf graph AGENT -o AGENT.html.
+    its questions are what the recalls ask. The messages carry their sessions' dates
+    (2026-09-07 to 2026-12-02), so --since/--until of memories and recall work on the demo.
+    Runs offline (built-in heuristic model) in a few seconds. Afterwards draw the result:
+    memory-rdf graph AGENT -o AGENT.html.
 
     \b
     Example:
@@ -444,9 +446,9 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
 
     \b
     Example:
-      memory-rdf recall demo PostgreSQL 数据库 --depth 3 --entry both --max-chars 500
-      memory-rdf recall demo coffee --entry keywords --english
-      memory-rdf recall demo --since 2024-05-01 --until 2024-06-01
+      memory-rdf recall demo RabbitMQ 回调 --depth 3 --entry both --max-chars 500
+      memory-rdf recall demo 咖啡 --entry keywords --english
+      memory-rdf recall demo --since 2026-11-01 --until 2026-12-01
     """
     _existing_agent(agent, data_dir)
     config = Config(auto_compress=False,
@@ -496,8 +498,8 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
 
     \b
     Example:
-      memory-rdf memories demo PostgreSQL --since 2024-05-01 --json
-      memory-rdf forget demo $(memory-rdf memories demo 地址 --json | jq -r '.[].id')
+      memory-rdf memories demo JWT --since 2026-12-01 --json
+      memory-rdf forget demo $(memory-rdf memories demo 香山 --json | jq -r '.[].id')
     """
     _agent(agent)
     try:
@@ -545,7 +547,7 @@ def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Where) -> No
 
     \b
     Example:
-      memory-rdf forget demo 0193f1c2a4b87c2e9d1f3a5b6c7d8e9f --purge
+      memory-rdf forget demo $(memory-rdf memories demo 初雪 | cut -f1) --purge
     """
     _existing_agent(agent, data_dir)
     with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:

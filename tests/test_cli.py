@@ -190,6 +190,78 @@ def test_demo_wipes_an_existing_agent_and_reads_data_dir_from_env(
     assert "nobody" in missing.stderr and not (data / "nobody").exists()
 
 
+def test_demo_memories_carry_their_sessions_dates(work: Path,
+                                                 demo_run: tuple[Path, str]) -> None:
+    """The demo's messages carry timestamps (SPEC §5.6): every memory has the said time of its
+    session, so --since/--until pick a part of the demo (they had nothing to filter on)."""
+    data, _ = demo_run
+    listed = cli(work, "memories", "demo", "--json", "--limit", "1000", data_dir=data)
+    assert listed.returncode == 0, listed.stderr
+    everything = json.loads(listed.stdout)
+    said = sorted({m["said_at"][:10] for m in everything if m["said_at"]})
+    assert len(said) > 2 and all(m["said_at"] for m in everything), said
+    assert said[0] >= "2026-09-07" and said[-1] == "2026-12-02"  # the last remembered session
+    since = cli(work, "memories", "demo", "--since", "2026-11-01", "--json", "--limit", "1000",
+                data_dir=data)
+    assert since.returncode == 0, since.stderr
+    recent = json.loads(since.stdout)
+    assert 0 < len(recent) < len(everything)
+    assert all(m["said_at"] >= "2026-11-01" for m in recent)
+    between = cli(work, "recall", "demo", "--since", "2026-11-01", "--until", "2026-12-01",
+                  data_dir=data)
+    assert between.returncode == 0, between.stderr
+    assert between.stdout.startswith("[记忆]")
+    assert "JWT" not in between.stdout  # said on 2026-12-02
+
+
+def _help_examples() -> list[tuple[str, str]]:
+    """(command, example line) of every command's --help that runs on agent ``demo`` (but
+    those in a fixed --data-dir; serve and bench have no demo example)."""
+    from click.testing import CliRunner
+
+    from memory_rdf.cli import cli as group
+
+    found = []
+    for name in [None, *sorted(n for n in group.commands if n not in ("bench", "serve"))]:
+        result = CliRunner().invoke(group, [*([name] if name else []), "--help"],
+                                    terminal_width=100)
+        assert result.exit_code == 0, result.output
+        for block in re.findall(r"^  Examples?:\n((?:    .*\n)+)", result.output, flags=re.M):
+            for line in block.splitlines():
+                line = line.strip()
+                if re.search(r"memory-rdf \w+ demo\b", line) and "--data-dir" not in line:
+                    found.append((name or "memory-rdf", line))
+    return found
+
+
+@pytest.mark.parametrize(("command", "line"), _help_examples())
+def test_help_example_prints_something_on_the_demo(
+    tmp_path: Path, demo_run: tuple[Path, str], command: str, line: str
+) -> None:
+    """Every --help example that reads agent ``demo`` runs, as a shell runs it, on what
+    ``memory-rdf demo`` made, and answers something (its keywords and dates exist there;
+    a forget finds ids to forget)."""
+    for tool, used in (("bash", "memory-rdf"), ("jq", "| jq"), ("cut", "| cut"),
+                       ("dot", ".svg")):
+        if used in line and shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    data = tmp_path / "data"
+    shutil.copytree(demo_run[0], data)  # a copy of its own: some examples forget or compress
+    bindir = str(Path(memory_rdf_command()).parent)
+    env = _env(MEMORY_RDF_DATA_DIR=str(data),
+               PATH=os.pathsep.join([bindir, os.environ.get("PATH", "")]))
+    result = subprocess.run(["bash", "-c", f"set -o pipefail; {line}"], cwd=tmp_path, env=env,
+                            input="", capture_output=True, text=True, encoding="utf-8",
+                            timeout=120)
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, (line, said)
+    if line.startswith("memory-rdf demo "):  # what follows the demo's report (its last line)
+        said = said.split("\nNext: ", 1)[1].partition("\n")[2]
+    assert said.strip() not in ("", "[]"), line
+    for empty in ("(nothing recalled)", "(no memories)", "forgot 0 ", "unknown id", "error"):
+        assert empty not in said, (line, said)
+
+
 # -- remember / recall ---------------------------------------------------------------------------
 
 
