@@ -62,8 +62,11 @@ RECALL_RELATIONS_MAX = 1_000
 #: Most characters of all keywords and relations of one recall together.
 RECALL_CHARS_MAX = 20_000
 T = TypeVar("T")
-#: A node id as forget() takes it: the hex id, or its ``node:`` IRI.
-_NODE_ID = re.compile(r"^[0-9A-Za-z_-]{1,128}$")
+#: A node id as this library makes it (``new_node_id``, SPEC §2: a UUID in hex), in any case.
+_NODE_ID = re.compile(r"[0-9a-fA-F]{32}")
+#: What an id looks like, for the error that refuses a string that cannot be one.
+ID_SHAPE = ("ids are 32 hex digits, like 0193f1c2a4b87c2e9d1f3a5b6c7d8e9f (the id field of "
+            "memories(), the first column of `memory-rdf memories`)")
 #: Seconds an automatic compression slice first waits before it looks again whether the read
 #: mirror's build has ended; each wait doubles, up to MIRROR_WAIT_MAX (a process of many agents
 #: opening at once would otherwise step each waiting slice ten times a second).
@@ -72,7 +75,9 @@ MIRROR_WAIT_MAX = 1.0
 
 
 def _node_ids(ids: object) -> list[str]:
-    """forget()'s ``ids``: a list (or tuple, set) of node id strings, de-duplicated in order."""
+    """forget()'s ``ids``: a list (or tuple, set) of node id strings (or their ``node:``
+    IRIs), in lower case (ids are hex: ``0193F1C2…`` is ``0193f1c2…``), de-duplicated in
+    order. A string that cannot be an id this library makes is bad input, not an unknown id."""
     if isinstance(ids, str | bytes) or not isinstance(ids, Sequence | Set):
         raise InvalidTypeError(
             f"ids must be a list of node id strings (not a bare str), got {type(ids).__name__}"
@@ -85,9 +90,9 @@ def _node_ids(ids: object) -> list[str]:
         for prefix in (V.NODE, "node:"):
             if nid.startswith(prefix):
                 nid = nid[len(prefix):]
-        if not _NODE_ID.match(nid):
-            raise InvalidInputError(f"{i!r} is not a memory id (ids look like 0193f1c2…, hex)")
-        out.append(nid)
+        if not _NODE_ID.fullmatch(nid):
+            raise InvalidInputError(f"{i!r} is not a memory id: {ID_SHAPE}")
+        out.append(nid.lower())
     return list(dict.fromkeys(out))
 
 
@@ -824,7 +829,8 @@ class MemoryManager:
         Each node goes exactly as compression forgets it (SPEC §5.2): its triples and the
         links out of it; links *into* it from other nodes stay, dangling, so the agent still
         knows it once knew something, but nothing of the text. A forgotten node leaves the
-        focus. Unknown ids (never existed, or already forgotten) are ignored and not counted.
+        focus. Unknown ids (never existed, or already forgotten) are ignored and not counted;
+        ids are compared in any case (they are hex).
         Queued behind the agent's earlier tasks (per-agent FIFO), so a remember made before
         is there to forget.
 
@@ -837,8 +843,9 @@ class MemoryManager:
         the same way, but what stays in the server's own files is up to the server.
 
         Raises:
-            TypeError, ValueError: ``ids`` is not a list of node id strings, or ``purge`` not
-                a bool (nothing is queued).
+            TypeError, ValueError: ``ids`` is not a list of node id strings (one is not 32
+                hex digits, the form of every id this library makes), or ``purge`` not a bool
+                (nothing is queued).
             TimeoutError: not done within ``timeout`` seconds.
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """

@@ -542,8 +542,9 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
 def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Where) -> None:
     """Forget the memories with these ids (from `memory-rdf memories`), as compression
     forgets: the text goes, links into it stay (the agent knows it once knew something).
-    Unknown ids are ignored. With --purge the text is also in no file of the store directory
-    afterwards. Writes: fails (exit 1) while another process holds the agent.
+    Unknown ids are ignored; an ID is 32 hex digits (any case), and anything else is a usage
+    error (exit 2) that forgets nothing. With --purge the text is also in no file of the store
+    directory afterwards. Writes: fails (exit 1) while another process holds the agent.
 
     \b
     Example:
@@ -555,11 +556,19 @@ def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Where) -> No
             count = mem.forget(list(ids), purge=purge)
         except (InvalidInputError, InvalidTypeError) as exc:
             raise click.UsageError(str(exc)) from None
-    unknown = len(set(ids)) - count
+    unknown = len({_id_key(i) for i in ids}) - count
     note = f" ({unknown} unknown id(s) ignored)" if unknown > 0 else ""
     erased = "; their text is in no file of the store" if purge else ""
     click.echo(f"agent {agent!r}: forgot {count} memor{'y' if count == 1 else 'ies'}{note}"
                f"{erased}")
+
+
+def _id_key(given: str) -> str:
+    """A memory id as forget compares it: without its node: prefix or namespace, lower case."""
+    nid = given.strip()
+    for prefix in (inspect.PREFIXES["node"], "node:"):
+        nid = nid.removeprefix(prefix)
+    return nid.lower()
 
 
 @cli.command(short_help="List journalled remembers; --retry requeues the failed ones.")

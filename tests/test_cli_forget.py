@@ -98,6 +98,22 @@ def test_forget_and_purge(tmp_path: Path, data: Path) -> None:
     assert not (data / "ghost").exists()
 
 
+def test_forget_refuses_what_cannot_be_an_id_and_takes_any_case(tmp_path: Path,
+                                                                data: Path) -> None:
+    """A string that is no id (32 hex digits) is a usage error naming it and saying what ids
+    look like, and nothing is forgotten, not even the good ids beside it (it was "forgot 0
+    memories (1 unknown id(s) ignored)", exit 0); an id in upper case is the same id."""
+    ids = [str(m["id"]) for m in listed(tmp_path, data)]
+    bad = cli(tmp_path, "forget", "bot", ids[0], "not-an-id", data_dir=data)
+    assert_one_line_error(bad, 2)
+    assert "'not-an-id' is not a memory id: ids are 32 hex digits" in bad.stderr
+    assert [m["id"] for m in listed(tmp_path, data)] == ids
+    upper = cli(tmp_path, "forget", "bot", ids[0].upper(), f"node:{ids[0]}", data_dir=data)
+    assert upper.returncode == 0, upper.stderr
+    assert upper.stdout.strip() == "agent 'bot': forgot 1 memory"  # no "unknown id" either
+    assert [m["id"] for m in listed(tmp_path, data)] == ids[1:]
+
+
 HOLDER = textwrap.dedent(
     """
     import sys, time

@@ -234,17 +234,37 @@ def test_forget_leaves_the_focus_counts_only_known_ids_and_takes_iris(mem: Memor
         (["not an id!"], False, ValueError),
         (["<x> } DELETE WHERE { ?s ?p ?o"], False, ValueError),
         ([""], False, ValueError),
+        # strings no id of this library can be (32 hex digits): bad input, not unknown ids
+        (["not-an-id"], False, ValueError),
+        (["0123abcd"], False, ValueError),
+        (["0" * 31 + "g"], False, ValueError),
+        (["0" * 33], False, ValueError),
+        (["node:" + "0" * 32 + "\n" + "0" * 32], False, ValueError),
+        ([("0" * 32)] * 2 + ["missing"], False, ValueError),  # one bad id: nothing forgotten
         (None, False, TypeError),
-        (["0123abcd"], "yes", TypeError),
+        (["0" * 32], "yes", TypeError),
     ],
 )
 def test_forget_bad_input_raises_and_queues_nothing(
     mem: MemoryManager, ids: object, purge: object, error: type[Exception]
 ) -> None:
     remember(mem, "stays")
-    with pytest.raises(error):
+    with pytest.raises(error) as raised:
         mem.forget(ids, purge=purge)  # type: ignore[arg-type]
+    if error is ValueError:  # the message says what an id looks like
+        assert "is not a memory id: ids are 32 hex digits" in str(raised.value)
     assert mem.stats()["pending_tasks"] == 0 and mem.stats()["nodes"] == 1
+
+
+def test_forget_takes_an_id_in_any_case(mem: MemoryManager) -> None:
+    """Ids are hex: an id in upper case (as some tools print hex) is the same id, not an
+    unknown one; given in both cases it counts once."""
+    remember(mem, "one | two")
+    ids = _ids(mem)
+    assert ids["one"] == ids["one"].lower()
+    assert mem.forget([ids["one"].upper(), ids["one"], f"node:{ids['one'].upper()}"]) == 1
+    assert mem.forget([f"https://w3id.org/memory-rdf/node/{ids['two'].upper()}"]) == 1
+    assert mem.stats()["nodes"] == 0
 
 
 def test_forget_runs_after_the_agents_earlier_tasks(make_manager) -> None:

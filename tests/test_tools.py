@@ -387,8 +387,10 @@ def test_memories_and_forget_on_request(mem: MemoryManager) -> None:
         == []
     assert len(json.loads(call_tool(mem, "memories", {"limit": 1, "offset": 1}))) == 1
 
-    done = json.loads(call_tool(mem, "forget", {"ids": [address["id"], "feedbeef"]}))
-    assert done == {"forgotten": 1, "purge": False}
+    done = json.loads(call_tool(mem, "forget", {"ids": [address["id"], "feedbeef" * 4]}))
+    assert done == {"forgotten": 1, "purge": False}  # an unknown id is not counted
+    with pytest.raises(InvalidInputError, match="'feedbeef' is not a memory id: ids are 32 hex"):
+        call_tool(mem, "forget", {"ids": ["feedbeef"]})  # no id at all: a tool error
     assert "Elm" not in call_tool(mem, "recall", {"keywords": ["Elm"], "entry": "both"})
     assert json.loads(call_tool(mem, "memories", {"keywords": ["elm"]})) == []
     assert json.loads(call_tool(mem, "sparql", {
