@@ -1152,8 +1152,9 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
 
     Tools: remember, recall, memories, forget, stats, sparql, each with an optional agent_id
     argument (default --agent). One process serves every agent in DATA_DIR, unless --agents
-    (or MEMORY_RDF_AGENTS) lists the only ones a client may name; an agent held by another
-    process answers a tool error. HTTP listens on 127.0.0.1 unless --host says otherwise,
+    (or MEMORY_RDF_AGENTS) lists the only ones a client may name. An agent, the default one
+    too, is opened (or created) when a call first uses it; one held by another process
+    answers a tool error. HTTP listens on 127.0.0.1 unless --host says otherwise,
     which needs --token. Stops on Ctrl-C / SIGTERM (HTTP) or when the client closes stdin
     (stdio); remembers not yet processed stay journalled for the next start.
 
@@ -1194,8 +1195,7 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
     system = (MemorySystem(endpoint=data_dir, model=_model(), config=config)
               if isinstance(data_dir, SparqlEndpoint)
               else MemorySystem(data_dir=data_dir, model=_model(), config=config))
-    try:
-        system.agent(agent)  # fail now (locked, damaged store) rather than at the first call
+    try:  # an agent, the default one too, is opened (or made) when a call first names it
         served = ("any agent a client names" if allowed is None
                   else f"only agents {', '.join(repr(a) for a in allowed)}")
         where = f"{served}; {agent!r} by default; data dir {data_dir}"

@@ -23,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from helpers import memory_rdf_command
 
+REPO = Path(__file__).resolve().parent.parent  # the checkout under test, for spawned servers
 TOKEN = "test-token-0123456789"
 NAMES = {"remember", "recall", "memories", "forget", "stats", "sparql"}
 MESSAGES = [{"role": "user", "content": "我们决定用 PostgreSQL 存订单数据"},
@@ -109,6 +110,33 @@ def test_stdio_server_spawned_by_the_sdk_client(tmp_path: Path) -> None:
     _run(main)
     assert (data_dir / "default").is_dir() and (data_dir / "other").is_dir()
     assert not (tmp_path / "escape").exists()
+
+
+def test_an_agent_is_opened_when_a_call_first_uses_it(tmp_path: Path) -> None:
+    """README: an agent first named by a call is created — the default agent too. A server
+    that no call has used holds no agent (it made and locked ``default`` at start), so a
+    second server on the same data directory starts, and each serves the agents its calls
+    use; the default agent, held by the first, is a tool error in the second."""
+    data_dir = tmp_path / "memory_data"
+    params = StdioServerParameters(
+        command=memory_rdf_command(), args=["serve", "--data-dir", str(data_dir)],
+        env={"MEMORY_RDF_MODEL": "heuristic", "PYTHONPATH": str(REPO)},
+    )
+
+    async def main() -> None:
+        async with Client(params) as first:
+            assert {t.name for t in (await first.list_tools()).tools} >= NAMES
+            assert not (data_dir / "default").exists()
+            async with Client(params) as second:  # the same data directory
+                ack = await first.call_tool("remember", {"messages": MESSAGES[:1]})
+                assert json.loads(_text(ack))["agent_id"] == "default"
+                assert (data_dir / "default").is_dir()
+                held = await second.call_tool("stats", {})
+                assert held.is_error and "held by another process" in _text(held), _text(held)
+                other = await second.call_tool("stats", {"agent_id": "other"})
+                assert json.loads(_text(other))["agent_id"] == "other"
+
+    _run(main)
 
 
 def test_a_call_waiting_on_a_model_that_is_down_is_a_tool_error(tmp_path: Path) -> None:
