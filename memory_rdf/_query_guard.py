@@ -40,6 +40,7 @@ from memory_rdf._exceptions import (
     InvalidInputError,
     InvalidTypeError,
     QueryRefusedError,
+    SparqlError,
     UpdateRefusedError,
 )
 
@@ -119,8 +120,9 @@ def query_form(query: str) -> str | None:
 def check_user_query(query: object) -> str:
     """The query back when it may run; :class:`UpdateRefusedError` for SPARQL Update, or
     :class:`QueryRefusedError` (both ``SparqlError``, so ``ValueError``) saying why not (see
-    the module docstring). The one read-only check of the user's SPARQL: ``sparql()``,
-    inspection, the CLI, the tools."""
+    the module docstring); a plain :class:`SparqlError` for an empty query (blank, or only
+    comments), as for any other syntax error. The one read-only check of the user's SPARQL:
+    ``sparql()``, inspection, the CLI, the tools."""
     if not isinstance(query, str):
         raise InvalidTypeError(f"query must be a str, got {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
@@ -133,6 +135,10 @@ def check_user_query(query: object) -> str:
     except UnicodeEncodeError:  # a lone surrogate: before, a StoreError blaming the store
         raise InvalidInputError(
             "the query must be valid Unicode text (it holds a lone surrogate)") from None
+    if all(match.lastgroup == "skip" for match in _TOKEN.finditer(query)):
+        # the engine said "error at 1:1: expected [_]"
+        raise SparqlError("invalid SPARQL: the query is empty"
+                          + (" (nothing but comments)" if "#" in query else ""))
     for reading in _readings(query):
         _check_reading(reading)
     return query

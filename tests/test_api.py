@@ -375,6 +375,18 @@ def test_sparql_is_read_only_and_typed(mem: MemoryManager) -> None:
     assert mem.stats()["nodes"] == 2
 
 
+@pytest.mark.parametrize(("query", "said"), [
+    ("", "the query is empty"),
+    ("  \n\t ", "the query is empty"),
+    ("# SELECT * WHERE { ?s ?p ?o }\n", "the query is empty (nothing but comments)"),
+])
+def test_sparql_says_an_empty_query_is_empty(mem: MemoryManager, query: str, said: str) -> None:
+    """The parser's "error at 1:1: expected [_]" came out as "… column 1: expected"."""
+    with pytest.raises(SparqlError) as info:
+        mem.sparql(query)
+    assert str(info.value) == f"invalid SPARQL: {said}"
+
+
 def test_config_type_checked(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="config"):
         MemoryManager("a", data_dir=tmp_path, config={"focus_limit": 3})  # type: ignore[arg-type]

@@ -361,6 +361,10 @@ def test_sparql_refuses_updates_and_reports_bad_queries(work: Path, store_dir: P
         assert len(line) < 200, line
         assert re.search(r"invalid SPARQL at line 2, column \d+: expected", line), line
         assert "\\u{" not in line and "..=" not in line
+    for empty in ("", "  "):
+        blank = cli(work, "sparql", "bot", empty, data_dir=store_dir)
+        assert_one_line_error(blank, 1)
+        assert blank.stderr.strip() == "error: invalid SPARQL: the query is empty"
     assert _count_triples(work, store_dir, "bot") == before
 
 
