@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from memory_rdf._exceptions import (
     InvalidInputError,
@@ -109,6 +109,26 @@ def _readings(query: str) -> list[str]:
         return [query]
     decoded = _JAVA_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), query)
     return [query] if decoded == query else [query, decoded]
+
+
+def undeclared_prefix(query: str, known: Iterable[str]) -> str | None:
+    """The first prefix the query uses in a prefixed name (``foo`` of ``foo:bar``) without
+    declaring it with PREFIX and that is not among ``known``; None when there is none
+    (``_:b`` is a blank node, not a prefix). Prefixes are case-sensitive."""
+    declared = set(known)
+    after_prefix = False
+    for match in _TOKEN.finditer(query):
+        kind = match.lastgroup
+        if kind == "skip":
+            continue
+        if kind == "name":
+            prefix = match.group().partition(":")[0]
+            if after_prefix:
+                declared.add(prefix)
+            elif prefix != "_" and prefix not in declared:
+                return prefix
+        after_prefix = kind == "word" and match.group().upper() == "PREFIX"
+    return None
 
 
 def query_form(query: str) -> str | None:

@@ -527,7 +527,7 @@ class RemoteStore(MemoryStore):
             said = _POSITION.sub(
                 lambda m: f"error at {max(1, int(m[1]) - _PREFIX_LINES)}:{m[2]}", said
             )
-            raise sparql_syntax_error(SyntaxError(said)) from None
+            raise sparql_syntax_error(SyntaxError(said), query) from None
 
     def user_query(
         self, query: str, *, timeout: float | None = None, limit: int | None = None

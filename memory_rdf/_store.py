@@ -51,7 +51,7 @@ from memory_rdf._exceptions import (
     StoreLockedError,
 )
 from memory_rdf._interrupts import interrupts_held
-from memory_rdf._query_guard import check_user_query
+from memory_rdf._query_guard import check_user_query, undeclared_prefix
 from memory_rdf._resources import query_text, update_text
 
 log = logging.getLogger("memory_rdf")
@@ -481,9 +481,10 @@ _EXPECTED_ITEM = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\'(?:\\.|[^\'\\])*\'|[^\]\'
 _SPARQL_DETAIL_MAX = 120
 
 
-def sparql_syntax_error(exc: SyntaxError) -> SparqlError:
+def sparql_syntax_error(exc: SyntaxError, query: str | None = None) -> SparqlError:
     """Oxigraph's parse error as one short line, for ``sparql()`` and the command line alike:
-    where, and the start of what it expected.
+    where, and the start of what it expected; a prefix the query did not declare (the
+    parser's "Prefix not found" among what it expected) by its name, read from ``query``.
 
     The parser lists every token it would accept, Unicode ranges included (hundreds of
     characters); the character classes go, the rest is clipped to about 120 characters.
@@ -494,6 +495,18 @@ def sparql_syntax_error(exc: SyntaxError) -> SparqlError:
     if found:
         where = f" at line {found[1]}, column {found[2]}"
         text = text[found.end():]
+    # With a blank node label (_:b) in the query the parser reports "expected <unreported>",
+    # an unknown prefix included.
+    unreported = "<unreported>" in text
+    prefix = (undeclared_prefix(query, V.PREFIXES)
+              if query is not None and ("Prefix not found" in text or unreported) else None)
+    if "Prefix not found" in text or prefix is not None:
+        known = ", ".join(f"{p}:" for p in V.PREFIXES)
+        name = f" {prefix + ':'!r}" if prefix is not None else ""
+        return SparqlError(f"invalid SPARQL{where}: unknown prefix{name} (predeclared: "
+                           f"{known}; declare others with PREFIX)")
+    if unreported:
+        return SparqlError(f"invalid SPARQL{where}: syntax error")
     head, sep, rest = text.partition("expected one of ")
     if sep:
         items = [i.strip() for i in _EXPECTED_ITEM.findall(rest) if not i.startswith("[")]
@@ -522,17 +535,18 @@ def is_lock_error(exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def _storage_errors(what: str, *, user_query: bool = False) -> Iterator[None]:
+def _storage_errors(what: str, *, user_query: str | None = None) -> Iterator[None]:
     """The error boundary around every pyoxigraph call: RocksDB and engine errors become
     :class:`StoreError` (``what`` says which store and what was being done); a parse error is
-    the user's :class:`SparqlError` for the user's query and a bug of ours otherwise."""
+    the user's :class:`SparqlError` for the user's query (``user_query``, its text) and a bug
+    of ours otherwise."""
     try:
         yield
     except MemoryRDFError:
         raise
     except SyntaxError as exc:
-        if user_query:
-            raise sparql_syntax_error(exc) from None
+        if user_query is not None:
+            raise sparql_syntax_error(exc, user_query) from None
         raise StoreError(f"internal SPARQL did not parse ({what}): {exc}") from exc
     except OSError as exc:
         if is_lock_error(exc):
@@ -1876,7 +1890,7 @@ class AgentStore(MemoryStore):
         check_user_query(query)
 
         def run(cancel: threading.Event) -> UserResult:
-            with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
+            with _storage_errors(f"cannot read the memory store {self.path}", user_query=query):
                 result = self._user_result(query)
                 if isinstance(result, ox.QueryBoolean):
                     return bool(result)
@@ -1915,7 +1929,7 @@ class AgentStore(MemoryStore):
 
         def run(cancel: threading.Event) -> bytes | None:
             sink: Any = None if output is None else _Sink(output, cancel, timeout)
-            with _storage_errors(f"cannot read the memory store {self.path}", user_query=True):
+            with _storage_errors(f"cannot read the memory store {self.path}", user_query=query):
                 result = self._user_result(query)
                 if isinstance(result, ox.QueryTriples):
                     return result.serialize(sink, format=ox.RdfFormat.N_TRIPLES)

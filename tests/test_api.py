@@ -375,6 +375,33 @@ def test_sparql_is_read_only_and_typed(mem: MemoryManager) -> None:
     assert mem.stats()["nodes"] == 2
 
 
+@pytest.mark.parametrize(("query", "prefix", "where"), [
+    ("SELECT ?p WHERE { ?n foo:phrase ?p }", "foo:", "line 1, column 32"),
+    ("PREFIX foo: <http://x/>\nSELECT * WHERE { ?n foo:a ?p . ?n rdf:type ?t }", "rdf:",
+     "line 2, column 43"),
+    ("SELECT * WHERE { ?n Memory:phrase ?p }", "Memory:", "line 1, column 34"),  # case counts
+    ("SELECT * WHERE { ?s ?p :x }", ":", "line 1, column 26"),
+    # with a blank node label the parser says "expected <unreported>"; _: is no prefix
+    ("SELECT * WHERE { _:b memory:phrase ?p . ?n ?q bar:x }", "bar:", "line 1, column 52"),
+])
+def test_sparql_names_an_unknown_prefix(mem: MemoryManager, query: str, prefix: str,
+                                        where: str) -> None:
+    """The parser's "expected one of Prefix not found, …" said which prefix, and which are
+    there, in so many words (it came out as "… expected one of Prefix not found")."""
+    with pytest.raises(SparqlError) as info:
+        mem.sparql(query)
+    assert str(info.value) == (f"invalid SPARQL at {where}: unknown prefix {prefix!r} "
+                               "(predeclared: memory:, node:, link:, xsd:; declare others "
+                               "with PREFIX)")
+
+
+def test_sparql_without_what_the_parser_expected_says_syntax_error(mem: MemoryManager) -> None:
+    """Oxigraph's "expected <unreported>" (a blank node label in the query) is no reading."""
+    with pytest.raises(SparqlError) as info:
+        mem.sparql("SELECT * WHERE { _:b memory:phrase ?p ?q }")
+    assert str(info.value) == "invalid SPARQL at line 1, column 43: syntax error"
+
+
 @pytest.mark.parametrize(("query", "said"), [
     ("", "the query is empty"),
     ("  \n\t ", "the query is empty"),

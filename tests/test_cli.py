@@ -361,6 +361,12 @@ def test_sparql_refuses_updates_and_reports_bad_queries(work: Path, store_dir: P
         assert len(line) < 200, line
         assert re.search(r"invalid SPARQL at line 2, column \d+: expected", line), line
         assert "\\u{" not in line and "..=" not in line
+    prefix = cli(work, "sparql", "bot", "SELECT ?p WHERE { ?n foo:phrase ?p }",
+                 data_dir=store_dir)
+    assert_one_line_error(prefix, 1)
+    assert prefix.stderr.strip() == (
+        "error: invalid SPARQL at line 1, column 32: unknown prefix 'foo:' (predeclared: "
+        "memory:, node:, link:, xsd:; declare others with PREFIX)")
     for empty in ("", "  "):
         blank = cli(work, "sparql", "bot", empty, data_dir=store_dir)
         assert_one_line_error(blank, 1)

@@ -117,6 +117,10 @@ def test_sparql_sees_only_its_agent(server: Server) -> None:
             a.sparql(f"DELETE WHERE {{ GRAPH <{AGENT}b> {{ ?s ?p ?o }} }}")
         with pytest.raises(SparqlError, match="line 1"):
             a.sparql("SELEC ?x WHERE { }")
+        # the server's "Prefix not found" named, at the line of the user's own text
+        with pytest.raises(SparqlError, match=r"^invalid SPARQL at line 2, column \d+: "
+                           r"unknown prefix 'foo:' \(predeclared: memory:, node:, link:, xsd:"):
+            a.sparql("SELECT ?p\nWHERE { ?n foo:phrase ?p }")
         assert b.sparql("ASK { ?n memory:content 'beta memory' }") is True
 
 
