@@ -383,7 +383,9 @@ def remember(agent: str, file: str, data_dir: Where) -> int:
             mem.remember(batch)
         _wait_for_remembers(mem, len(batches), err)
         stats = mem.stats()
-    click.echo(f"agent {agent!r}: {stats['nodes']} nodes now ({_location(agent, data_dir)})")
+    nodes = int(stats["nodes"])
+    click.echo(f"agent {agent!r}: {nodes} node{'' if nodes == 1 else 's'} now "
+               f"({_location(agent, data_dir)})")
     return _report_failures(agent, stats, failed_before, err)
 
 

@@ -76,7 +76,7 @@ def store_dir(work: Path) -> Path:
     messages.write_text(json.dumps(MESSAGES, ensure_ascii=False), encoding="utf-8")
     result = cli(work, "remember", "bot", str(messages), data_dir=data)
     assert result.returncode == 0, result.stderr
-    assert "nodes now" in result.stdout
+    assert re.match(r"agent 'bot': [1-9]\d* nodes? now \(", result.stdout), result.stdout
     return data
 
 
@@ -301,7 +301,7 @@ def test_remember_from_stdin_and_bad_input(tmp_path: Path) -> None:
     ok = cli(tmp_path, "remember", "piped", "-", data_dir=data,
              stdin=json.dumps([{"role": "user", "content": "我们用 Kafka 做消息队列"}]))
     assert ok.returncode == 0, ok.stderr
-    assert "1 nodes" in ok.stdout
+    assert "agent 'piped': 1 node now (" in ok.stdout  # one node: not "1 nodes"
     for bad in ("not json", '{"role": "user"}', '[{"role": "user"}]', "[]",
                 '[{"role": "robot", "content": "x"}]'):
         result = cli(tmp_path, "remember", "fresh", "-", data_dir=data, stdin=bad)
