@@ -595,11 +595,16 @@ def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
         err = _stderr()
         with _open_manager(agent, data_dir, Config(), _model()) as mem:
             requeued = mem.retry_failed()
-            _wait_for_remembers(mem, requeued, err)
+            if requeued or mem.pending_remembers():  # resumed pending ones are processed too
+                _wait_for_remembers(mem, requeued, err)
             stats = mem.stats()
+        if not requeued:
+            click.echo(f"agent {agent!r}: nothing to retry (no failed remembers)")
+            return 0
+        nodes = int(stats["nodes"])
         click.echo(f"agent {agent!r}: requeued {requeued} failed remember(s); "
-                   f"{stats['failed_tasks']} failed now, {stats['nodes']} nodes")
-        return _report_failures(agent, stats, 0, err) if requeued else 0
+                   f"{stats['failed_tasks']} failed now, {nodes} node{'' if nodes == 1 else 's'}")
+        return _report_failures(agent, stats, 0, err)
     _agent(agent)
     listed = inspect.tasks(agent, data_dir)
     if as_json:

@@ -179,6 +179,12 @@ def test_a_failed_remember_exits_1_and_tasks_retry_requeues_it(
     right = {"MEMORY_RDF_MODEL": "ollama:fake-model", "MEMORY_RDF_MODEL_URL": server.url}
     fixed = cli(tmp_path, "tasks", "bot", "--retry", data_dir=data, env=right)
     assert fixed.returncode == 0, fixed.stderr
-    assert "requeued 1" in fixed.stdout and "0 failed now, 1 nodes" in fixed.stdout
+    assert "requeued 1" in fixed.stdout and "0 failed now, 1 node" in fixed.stdout
+    assert "1 nodes" not in fixed.stdout
     empty = cli(tmp_path, "tasks", "bot", data_dir=data)
     assert empty.stdout == "" and "no journalled remembers" in empty.stderr
+    # nothing failed: one line saying so, not a "Remembering … 0/0" progress bar
+    nothing = cli(tmp_path, "tasks", "bot", "--retry", data_dir=data, env=right)
+    assert nothing.returncode == 0, nothing.stderr
+    assert nothing.stdout == "agent 'bot': nothing to retry (no failed remembers)\n"
+    assert nothing.stderr == ""
