@@ -1085,7 +1085,8 @@ def stats(agent: str, as_json: bool, data_dir: Where) -> None:
     table.add_row("pending tasks", str(result["pending_tasks"]))
     table.add_row("failed tasks", str(result["failed_tasks"]))
     table.add_row("store path", Text(_printable(str(result["store_path"]))))
-    table.add_row("on disk", _human_bytes(int(result["store_bytes"])))
+    table.add_row("on disk", "n/a (on the SPARQL endpoint)" if isinstance(data_dir, SparqlEndpoint)
+                  else _human_bytes(int(result["store_bytes"])))
     _stdout().print(table)
 
 

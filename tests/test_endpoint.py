@@ -10,6 +10,7 @@ import base64
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -514,6 +515,10 @@ def test_cli_demo_and_inspection_on_a_running_server(server: Server, tmp_path: P
     stats = run("stats", "demo", "--json", *where)
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout)["nodes"] > 5
+    table = run("stats", "demo", *where)
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"on disk\s*│\s*n/a \(on the SPARQL endpoint\)", table.stdout), table.stdout
+    assert "0 B" not in table.stdout  # the bytes are the server's, not a local directory's
     assert not (tmp_path / "memory_data").exists()  # nothing written locally
     recall = run("recall", "demo", "JWT", *where)
     assert recall.returncode == 0 and "JWT" in recall.stdout, recall.stderr
