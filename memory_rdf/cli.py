@@ -1362,8 +1362,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         # agent's directory, found when the store opens): a usage error, as the help says.
         _error(str(exc))
         return 2
-    except (MemoryRDFError, OSError) as exc:
+    except MemoryRDFError as exc:
         _error(str(exc) or type(exc).__name__)
+        return 1
+    except OSError as exc:  # the reason, not Python's "[Errno 98] …"
+        said = exc.strerror if exc.errno is not None and exc.strerror else str(exc)
+        _error((f"{said} ({exc.filename})" if exc.filename else said) or type(exc).__name__)
         return 1
     except KeyboardInterrupt:
         _error("interrupted")

@@ -319,7 +319,8 @@ def run_http(
         ImportError: the MCP SDK is not installed.
         InvalidInputError: see :func:`check_bind` and :func:`check_agents`.
         InvalidTypeError: see :func:`check_agents`.
-        OSError: the address cannot be bound (in use, not local, …).
+        OSError: the address cannot be bound (in use, not local, …); its ``strerror``
+            names ``host:port`` and the reason.
     """
     app = http_app(system, default_agent=default_agent, token=token, host=host,
                    call_timeout=call_timeout, agents=agents)
@@ -366,8 +367,14 @@ def _stop_on_signals() -> Iterator[None]:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
+    """A listening socket on ``host``:``port``; an :class:`OSError` naming both when there is
+    none (the port in use, an address not of this machine, a name that does not resolve)."""
+    where = f"[{host.strip('[]')}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot listen on {where}: {exc.strerror or exc}") from exc
     last: OSError | None = None
     for family, kind, proto, _, address in infos:
         sock = socket.socket(family, kind, proto)
@@ -382,4 +389,6 @@ def _bind(host: str, port: int) -> socket.socket:
         except OSError as exc:
             sock.close()
             last = exc
-    raise last if last is not None else OSError(f"cannot resolve {host}")
+    if last is None:
+        raise OSError(f"cannot listen on {where}: the name resolves to no address")
+    raise OSError(last.errno, f"cannot listen on {where}: {last.strerror or last}") from last

@@ -359,6 +359,21 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     assert not (tmp_path / "d").exists()  # refused before any store was opened
 
 
+def test_a_port_in_use_is_named_in_one_line(tmp_path: Path) -> None:
+    """It said only "error: [Errno 98] Address already in use"."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve("--transport", "http", "--port", str(port),
+                        "--data-dir", str(tmp_path / "d"))
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot listen on 127.0.0.1:{port}: "), line
+    assert "in use" in line and "Errno" not in line, line
+    assert not (tmp_path / "d").exists()  # no agent was opened for it
+
+
 def test_host_port_and_token_apply_to_http_only(tmp_path: Path) -> None:
     result = _serve("--token", TOKEN, "--data-dir", str(tmp_path / "d"))
     assert result.returncode == 2 and "--transport http" in result.stderr
