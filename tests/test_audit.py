@@ -743,8 +743,10 @@ def test_the_mcp_server_serves_many_agents_under_a_low_open_files_limit(tmp_path
 
     command = (f"ulimit -Sn 256 && exec {shlex.quote(memory_rdf_command())} serve "
                f"--data-dir {shlex.quote(str(tmp_path))}")
+    checkout = str(Path(__file__).resolve().parent.parent)  # the code under test
     params = StdioServerParameters(command="/bin/sh", args=["-c", command],
-                                   env={**os.environ, "MEMORY_RDF_MODEL": "heuristic"})
+                                   env={**os.environ, "PYTHONPATH": checkout,
+                                        "MEMORY_RDF_MODEL": "heuristic"})
     errors: list[str] = []
 
     async def main() -> None:

@@ -503,7 +503,8 @@ def test_stats_and_json_of_an_endpoint_agent(server: Server) -> None:
 def test_cli_demo_and_inspection_on_a_running_server(server: Server, tmp_path: Path) -> None:
     cmd = memory_rdf_command()
     where = ["--endpoint", server.query_url, "--update-url", server.update_url]
-    env = {**os.environ, "MEMORY_RDF_MODEL": "heuristic"}
+    checkout = os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": checkout, "MEMORY_RDF_MODEL": "heuristic"}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([cmd, *args], capture_output=True, text=True, timeout=120,

@@ -23,7 +23,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from helpers import memory_rdf_command
 
-REPO = Path(__file__).resolve().parent.parent  # the checkout under test, for spawned servers
+REPO = Path(__file__).resolve().parent.parent
+#: Spawned servers import the checkout under test, even when the install is not editable.
+CHECKOUT = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                        os.environ.get("PYTHONPATH")]))}
 TOKEN = "test-token-0123456789"
 NAMES = {"remember", "recall", "memories", "forget", "stats", "sparql"}
 MESSAGES = [{"role": "user", "content": "我们决定用 PostgreSQL 存订单数据"},
@@ -100,7 +103,7 @@ def test_stdio_server_spawned_by_the_sdk_client(tmp_path: Path) -> None:
     data_dir = tmp_path / "memory_data"
     params = StdioServerParameters(
         command=memory_rdf_command(), args=["serve", "--data-dir", str(data_dir)],
-        env={"MEMORY_RDF_MODEL": "heuristic"},
+        env={"MEMORY_RDF_MODEL": "heuristic", **CHECKOUT},
     )
 
     async def main() -> None:
@@ -120,7 +123,7 @@ def test_an_agent_is_opened_when_a_call_first_uses_it(tmp_path: Path) -> None:
     data_dir = tmp_path / "memory_data"
     params = StdioServerParameters(
         command=memory_rdf_command(), args=["serve", "--data-dir", str(data_dir)],
-        env={"MEMORY_RDF_MODEL": "heuristic", "PYTHONPATH": str(REPO)},
+        env={"MEMORY_RDF_MODEL": "heuristic", **CHECKOUT},
     )
 
     async def main() -> None:
@@ -149,7 +152,7 @@ def test_a_call_waiting_on_a_model_that_is_down_is_a_tool_error(tmp_path: Path) 
     params = StdioServerParameters(
         command=memory_rdf_command(),
         args=["serve", "--data-dir", str(tmp_path / "memory_data"), "--timeout", "1"],
-        env={"MEMORY_RDF_MODEL": "ollama:absent-model",
+        env={"MEMORY_RDF_MODEL": "ollama:absent-model", **CHECKOUT,
              "MEMORY_RDF_MODEL_URL": f"http://127.0.0.1:{closed_port}"},
     )
 
@@ -174,7 +177,7 @@ def _http_server(data_dir: Path, *args: str, token: str | None = TOKEN,
                  first_line: list[str] | None = None) -> Iterator[str]:
     """``memory-rdf serve --transport http`` on a free loopback port; yields its URL (and
     appends the startup line to ``first_line``)."""
-    env = {**os.environ, "MEMORY_RDF_MODEL": "heuristic", **(extra_env or {})}
+    env = {**os.environ, **CHECKOUT, "MEMORY_RDF_MODEL": "heuristic", **(extra_env or {})}
     env.pop("MEMORY_RDF_TOKEN", None)
     if token is not None:
         env["MEMORY_RDF_TOKEN"] = token
@@ -300,7 +303,7 @@ def test_stdio_server_serves_only_the_listed_agents(tmp_path: Path) -> None:
         command=memory_rdf_command(),
         args=["serve", "--agents", "alice,bob", "--agents", "alice", "--data-dir",
               str(data_dir)],
-        env={"MEMORY_RDF_MODEL": "heuristic"},
+        env={"MEMORY_RDF_MODEL": "heuristic", **CHECKOUT},
     )
 
     async def main() -> None:
@@ -347,7 +350,7 @@ def test_agents_are_checked_before_anything_is_opened(tmp_path: Path) -> None:
 def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "MEMORY_RDF_TOKEN"}
     return subprocess.run([memory_rdf_command(), "serve", *args], capture_output=True,
-                          text=True, timeout=60, env={**environ, **(env or {})})
+                          text=True, timeout=60, env={**environ, **CHECKOUT, **(env or {})})
 
 
 def test_binding_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
