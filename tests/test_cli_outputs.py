@@ -244,7 +244,7 @@ def test_help_examples_are_one_command_a_line() -> None:
 
     from memory_rdf.cli import cli as group
 
-    starts = ("memory-rdf ", "export ", "echo ", "MEMORY_RDF_")
+    starts = ("memory-rdf ", "export ", "echo ", "MEMORY_RDF_", "for ")  # for: a shell loop
     for name in [None, *sorted(n for n in group.commands if n != "bench")]:
         result = CliRunner().invoke(group, [*([name] if name else []), "--help"],
                                     terminal_width=100)
