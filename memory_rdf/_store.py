@@ -25,6 +25,8 @@ import queue
 import re
 import shutil
 import stat
+import sys
+import tempfile
 import threading
 import traceback
 import weakref
@@ -65,7 +67,7 @@ __all__ = [
     "check_row_limit",
     "link_ref",
     "lit",
-    "load_backup",
+    "restore_backup",
     "node_id",
     "node_ref",
     "render",
@@ -559,7 +561,8 @@ def _storage_errors(what: str, *, user_query: str | None = None) -> Iterator[Non
         raise StoreError(_store_message(what, exc)) from exc
 
 
-def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T:
+def run_bounded(run: Callable[[threading.Event], T], timeout: float | None,
+                workers: weakref.WeakSet[threading.Thread] | None = None) -> T:
     """``run(cancel)`` within ``timeout`` seconds (None: in the calling thread, unbounded).
 
     With a timeout it runs in a worker thread (SPEC §7: the query's result iterator is
@@ -568,7 +571,8 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T
     worker checks between rows. Measured on pyoxigraph 0.5.13: rows are produced lazily
     and stop at the next row, but an aggregate (COUNT, GROUP BY) or ORDER BY is computed
     inside ``Store.query()`` itself, which cannot be interrupted: the worker finishes it in
-    the background (the GIL released) and drops the result.
+    the background (the GIL released) and drops the result. ``workers`` collects the
+    thread, so that the store's owner can wait for it before letting the store go.
     """
     if timeout is None:
         return run(threading.Event())
@@ -586,6 +590,8 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T
             box.append((False, exc))
 
     worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)
+    if workers is not None:  # the store's owner waits for it before letting the store go
+        workers.add(worker)
     worker.start()
     worker.join(timeout)
     if not box:
@@ -1501,7 +1507,10 @@ class AgentStore(MemoryStore):
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
-        self._claimed: tuple[int, int] | None = None  # this store's key in _OPEN_DIRECTORIES
+        #: The agent's writer lock (a writable store on disk), held until the store is gone.
+        self._agent_lock: AgentLock | None = None
+        #: Threads of timed queries (run_bounded) that may still hold the disk store.
+        self._workers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         what = f"cannot open the memory store {path}"
         with _storage_errors(what):
             if path is not None:
@@ -1511,18 +1520,26 @@ class AgentStore(MemoryStore):
             elif read_only:
                 self._store = ox.Store.read_only(str(path))
             else:
-                _finish_rewrite(path)
-                _refuse_foreign_directory(path)
-                _private_directory(path)
-                self._claimed = _claim_directory(path, what)
+                # The lock first: the crash repair and the checks below must not run while
+                # another writer (a purge's swap, above all) is at work in the directory.
+                self._agent_lock = AgentLock(path, what)
                 try:
+                    _finish_rewrite(path)
+                    _refuse_foreign_directory(path)
+                    _private_directory(path)
                     self._store = ox.Store(str(path))
+                    _prune_info_logs(path)
                 except BaseException:
-                    _release_directory(self._claimed)
-                    self._claimed = None
+                    self._store = None
+                    gc.collect()
+                    self._agent_lock.release()
+                    self._agent_lock = None
                     raise
-                _prune_info_logs(path)
-        self._start_mirror()
+        try:
+            self._start_mirror()
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def location(self) -> str:
@@ -1587,8 +1604,28 @@ class AgentStore(MemoryStore):
                     self.flush()
             self._store = None
             gc.collect()
-        _release_directory(self._claimed)
-        self._claimed = None
+        self._release_agent_lock()
+
+    def _release_agent_lock(self) -> None:
+        """Release the writer lock once nothing holds the disk store: a timed query that
+        timed out may still run (an aggregate finishes in the background, :func:`run_bounded`)
+        with the store in hand, and a second instance of the store in this process must not
+        open beside it. Then the lock goes when the last such thread ends."""
+        lock, self._agent_lock = self._agent_lock, None
+        if lock is None:
+            return
+        running = [t for t in list(self._workers) if t.is_alive()]
+        if not running:
+            lock.release()
+            return
+
+        def release_later() -> None:
+            for thread in running:
+                thread.join()
+            gc.collect()
+            lock.release()
+
+        threading.Thread(target=release_later, name="memory-rdf-release", daemon=True).start()
 
     def flush(self) -> None:
         with self._upkeep, _storage_errors(f"cannot flush the memory store {self.path}"):
@@ -1659,7 +1696,6 @@ class AgentStore(MemoryStore):
                 self._optimizer.join()
                 self._optimizer = None
             self.wait_flush()
-            claimed_new: tuple[int, int] | None = None
             try:
                 for leftover in (new, old):
                     if leftover.exists():
@@ -1672,9 +1708,6 @@ class AgentStore(MemoryStore):
                 self.store.dump(output=str(dump), format=ox.RdfFormat.N_QUADS)
                 new.mkdir()  # the copy keeps the permissions of the directory it replaces
                 os.chmod(new, stat.S_IMODE(path.stat().st_mode))
-                # The copy is claimed before it takes the store's name: no other open in this
-                # process may take it while the store is released for the swap.
-                claimed_new = _claim_directory(new, f"cannot rewrite the memory store {path}")
                 fresh = ox.Store(str(new))
                 fresh.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
                 fresh.flush()
@@ -1689,8 +1722,6 @@ class AgentStore(MemoryStore):
                 gc.collect()  # the last reference going away releases the lock (SPEC §7)
                 os.rename(path, old)
                 os.rename(new, path)
-                _release_directory(self._claimed)
-                self._claimed, claimed_new = claimed_new, None
                 self._store = ox.Store(str(path))
                 shutil.rmtree(old)
             except OSError as exc:
@@ -1698,8 +1729,6 @@ class AgentStore(MemoryStore):
                     with contextlib.suppress(OSError):
                         self._store = ox.Store(str(path))
                 raise StoreError(f"cannot rewrite the memory store {path}: {exc}") from exc
-            finally:
-                _release_directory(claimed_new)
             self._commits_since_optimize = 0
             self._unflushed = 0
 
@@ -1767,8 +1796,12 @@ class AgentStore(MemoryStore):
         if not batch:
             return
         text = batch.text()
-        with interrupts_held():
-            with self._write_lock:
+        with interrupts_held() as held:
+            # The wait for the write lock (a purge's rewrite holds it for minutes on a large
+            # store) stays open to Ctrl-C: it raises there, before anything is written.
+            while not self._write_lock.acquire(timeout=0.05):
+                held.deliver()
+            try:
                 self._commits_since_optimize += 1
                 mirror = self._mirror
                 if (mirror is not None and mirror.store is not None
@@ -1779,6 +1812,8 @@ class AgentStore(MemoryStore):
                 self._unflushed += len(text)
                 if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                     self._flush_in_background()
+            finally:
+                self._write_lock.release()
             batch.run_after_commit()
 
     def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None) -> None:
@@ -1913,7 +1948,7 @@ class AgentStore(MemoryStore):
                     )
                 return out
 
-        return run_bounded(run, timeout)
+        return run_bounded(run, timeout, self._workers)
 
     def user_query_serialized(
         self, query: str, fmt: str, *, timeout: float | None = None,
@@ -1935,7 +1970,7 @@ class AgentStore(MemoryStore):
                     return result.serialize(sink, format=ox.RdfFormat.N_TRIPLES)
                 return result.serialize(sink, format=formats[fmt])
 
-        return run_bounded(run, timeout)
+        return run_bounded(run, timeout, self._workers)
 
     # -- export --------------------------------------------------------------------------------
 
@@ -1964,39 +1999,102 @@ _ROCKSDB_FILE = re.compile(
 )
 
 
-#: The writable stores open in this process, by the (device, inode) of their directory: the
-#: path each was opened by. RocksDB refuses a second open of a directory in one process only
-#: when the path is spelled the same ("lock hold by current process"): ``data``,
-#: ``/abs/data``, ``data/../data`` or a linked data directory opened the same store twice,
-#: two instances wrote over each other's files, and the store could not be opened again.
-_OPEN_DIRECTORIES: dict[tuple[int, int], str] = {}
-_OPEN_DIRECTORIES_LOCK = threading.Lock()
+#: The agents open for writing in this process, by the (device, inode) of their lock file: the
+#: path each was opened by. See :class:`AgentLock`.
+_OPEN_AGENTS: dict[tuple[int, int], str] = {}
+_OPEN_AGENTS_LOCK = threading.Lock()
 
 
-def _directory_key(path: Path) -> tuple[int, int]:
-    st = path.stat()
-    return st.st_dev, st.st_ino
+#: The directory of the agents' lock files in a data directory ('~' is in no agent id).
+LOCKS_DIR = "~locks"
 
 
-def _claim_directory(path: Path, what: str) -> tuple[int, int]:
-    """Register ``path`` as a writable store of this process, or raise
-    :class:`StoreLockedError` when this process has it open already, under any spelling."""
-    key = _directory_key(path)
-    with _OPEN_DIRECTORIES_LOCK:
-        holder = _OPEN_DIRECTORIES.get(key)
-        if holder is not None:
-            raise StoreLockedError(
-                f"{what}: held by another process (or already open in this one: as "
-                f"{holder}); close it there first, or inspect it read-only"
-            )
-        _OPEN_DIRECTORIES[key] = str(path)
-    return key
+def _lock_path(path: Path) -> Path:
+    """``{data_dir}/~locks/{agent}``: the agent's lock file, outside its directory."""
+    return path.parent / LOCKS_DIR / path.name
 
 
-def _release_directory(key: tuple[int, int] | None) -> None:
-    if key is not None:
-        with _OPEN_DIRECTORIES_LOCK:
-            _OPEN_DIRECTORIES.pop(key, None)
+class AgentLock:
+    """The one writer of an agent's directory, in any process, under any spelling.
+
+    RocksDB's own lock lives inside the store directory, which a purge swaps for a fresh copy
+    (:meth:`AgentStore.rewrite`), and it refuses a second open in one process only when the
+    path is spelled the same: ``data`` and ``/abs/data``, ``data/../data`` or a link opened one
+    store twice (the two instances wrote over each other's files, and the store never opened
+    again), and a second opener during a purge finished or undid the swap under it (the
+    agent's memories lost). This lock is taken before anything in the directory is read or
+    repaired and held until the store is released: an exclusive ``flock`` (Windows: a byte
+    lock) on the file ``~locks/{agent}`` of the data directory, which no swap touches, plus an
+    in-process table by the file's device and inode, for file systems whose ``flock`` is per
+    process (NFS). Raises :class:`StoreLockedError` when another holder has it.
+    """
+
+    def __init__(self, path: Path, what: str) -> None:
+        lock_path = _lock_path(path)
+        # The data directory, when this makes it, and ~locks: readable by the owner only.
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock_path.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            st = os.fstat(fd)
+            self._key: tuple[int, int] | None = (st.st_dev, st.st_ino)
+            with _OPEN_AGENTS_LOCK:
+                holder = _OPEN_AGENTS.get(self._key)
+                if holder is not None:
+                    raise StoreLockedError(
+                        f"{what}: held by another process (or already open in this one: as "
+                        f"{holder}); close it there first, or inspect it read-only"
+                    )
+                _OPEN_AGENTS[self._key] = str(path)
+            try:
+                _lock_file(fd)
+            except OSError as exc:
+                self._forget_key()
+                raise StoreLockedError(
+                    f"{what}: held by another process (or already open in this one); close "
+                    "it there first, or inspect it read-only"
+                ) from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd: int | None = fd
+
+    def _forget_key(self) -> None:
+        with _OPEN_AGENTS_LOCK:
+            if self._key is not None:
+                _OPEN_AGENTS.pop(self._key, None)
+            self._key = None
+
+    def release(self) -> None:
+        """Let the next writer in (idempotent). The file stays: deleting a lock file another
+        process may have just opened would let two writers in."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            _unlock_file(fd)
+        os.close(fd)
+        self._forget_key()
+
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _lock_file(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+    def _unlock_file(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+else:
+    import fcntl
+
+    def _lock_file(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _unlock_file(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 #: RocksDB's info logs that a read-write open keeps: ``LOG`` and this many ``LOG.old.*``.
@@ -2024,30 +2122,48 @@ def _prune_info_logs(path: Path) -> None:
 _BACKUP_FORMATS = {"nquads": ox.RdfFormat.N_QUADS, "trig": ox.RdfFormat.TRIG}
 
 
-def load_backup(building: Path, source: Path, fmt: str, agent_id: str) -> None:
-    """Load the backup ``source`` (``fmt``: ``nquads`` or ``trig``) into a fresh store at
-    ``building`` and check that it is one agent's store of this schema version, its metadata
-    taking ``agent_id`` (:func:`memory_rdf.backup.restore`). The store is released (its
-    RocksDB lock gone) when this returns, whether or not it raised."""
-    with contextlib.suppress(FileNotFoundError):
-        if not (building / STORE_MARKER).is_file():
-            shutil.rmtree(building)  # a leftover without a store: nothing of anyone's
-    building.mkdir(mode=0o700, exist_ok=True)
+def restore_backup(path: Path, source: Path, fmt: str, agent_id: str) -> None:
+    """Make the agent directory ``path`` from the backup ``source`` (``fmt``: ``nquads`` or
+    ``trig``), checked to be one agent's store of this schema version, its metadata taking
+    ``agent_id`` (:func:`memory_rdf.backup.restore`). Under the agent's writer lock from the
+    first check to the rename: no other open or restore of the agent runs meanwhile. The
+    store is built in a directory of its own (``{agent}~restore-…``, made for this call) and
+    renamed into place once complete; an error removes it and leaves no agent behind."""
+    lock = AgentLock(path, f"cannot restore agent {agent_id!r}")
+    try:
+        if (path / STORE_MARKER).is_file():
+            raise InvalidInputError(
+                f"agent {agent_id!r} already has a memory store at {path}: restore into a new "
+                "agent id (or delete that directory first)"
+            )
+        if path.is_dir() and any(path.iterdir()):
+            raise InvalidInputError(f"{path} is not empty and not a memory store: left untouched")
+        building = Path(tempfile.mkdtemp(prefix=f"{path.name}~restore-", dir=path.parent))
+        try:
+            _load_backup(building, source, fmt, agent_id)
+            os.rename(building, path)  # onto nothing, or onto the empty directory checked above
+        finally:
+            if building.exists():
+                shutil.rmtree(building, ignore_errors=True)
+    finally:
+        lock.release()
+
+
+def _load_backup(building: Path, source: Path, fmt: str, agent_id: str) -> None:
+    """Load and check the backup in the fresh directory ``building``; the store is released
+    (its RocksDB lock gone) when this returns, whether or not it raised."""
     store: ox.Store | None = None
     try:
         try:
-            store = ox.Store(str(building))  # a second restore of this id: the lock error
+            store = ox.Store(str(building))
         except OSError as exc:
-            if is_lock_error(exc):
-                raise StoreLockedError(
-                    f"agent {agent_id!r} is being restored by another process"
-                ) from exc
             raise StoreError(f"cannot make the store {building}: {exc}") from exc
-        store.clear()  # a leftover of an interrupted restore
         try:
             store.bulk_load(path=str(source), format=_BACKUP_FORMATS[fmt])
         except SyntaxError as exc:
-            raise StoreError(f"cannot restore {source}: not valid {fmt} ({exc})") from exc
+            raise InvalidInputError(
+                f"{source} is not a memory_rdf backup: not valid {fmt} ({exc})"
+            ) from exc
         except OSError as exc:
             raise StoreError(f"cannot read the backup {source}: {exc}") from exc
         _check_backup(store, source, agent_id)
@@ -2078,9 +2194,9 @@ def _check_backup(store: ox.Store, source: Path, agent_id: str) -> None:
     versions = [q.object for q in store.quads_for_pattern(
         subject, ox.NamedNode(V.MEMORY + "schemaVersion"), None, meta)]
     if len(versions) != 1:
-        raise SchemaVersionError(
-            f"{source} has no memory_rdf store metadata (schema version): not a backup "
-            "made by 'memory-rdf export AGENT -o FILE.nq'"
+        raise InvalidInputError(
+            f"{source} is not a memory_rdf backup: it has no memory_rdf store metadata "
+            "(schema version), as 'memory-rdf export AGENT -o FILE.nq' writes"
         )
     version = versions[0]
     shown = version.value if isinstance(version, ox.Literal) else str(version)

@@ -22,14 +22,13 @@ makes a new agent of it, in any data directory.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-from memory_rdf._agents import STORE_MARKER, agent_path
+from memory_rdf._agents import agent_path
 from memory_rdf._exceptions import InvalidInputError, StoreError
 from memory_rdf._remote import SparqlEndpoint
-from memory_rdf._store import load_backup
+from memory_rdf._store import restore_backup
 from memory_rdf.inspect import DataDir, stats
 from memory_rdf.inspect import export as _export
 
@@ -59,19 +58,20 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
     metadata takes the new id. Journalled remembers in the backup are processed when the
     agent is next opened. Returns :func:`memory_rdf.inspect.stats` of the new agent.
 
-    The store is built beside the data directory's agents under a name no agent can have and
-    takes the agent's name only once complete and checked: an error leaves no agent behind.
+    The store is built beside the data directory's agents in a directory of its own (a name
+    no agent can have) and takes the agent's name only once complete and checked, under the
+    agent's writer lock: an error leaves no agent behind, and no other process or thread opens
+    or restores the agent meanwhile.
 
     Raises:
         InvalidInputError: an invalid id, an agent that already has a store, a format that
-            is not a whole store's (Turtle and N-Triples hold the memory graph only), a file
-            with graphs an agent's store does not have, or ``data_dir`` an endpoint (load the
-            N-Quads with the server's own tools there).
-        SchemaVersionError: the backup has no memory_rdf metadata, or a schema version this
-            memory_rdf cannot read.
-        StoreError: ``source`` cannot be read or parsed (the message says where), or the
-            store cannot be written.
-        StoreLockedError: another process restores the same agent id at the same time.
+            is not a whole store's (Turtle and N-Triples hold the memory graph only), or a
+            file that is not a memory_rdf backup (it does not parse, has graphs an agent's
+            store does not have, or no memory_rdf metadata); or ``data_dir`` an endpoint
+            (load the N-Quads with the server's own tools there).
+        SchemaVersionError: the backup is of a schema version this memory_rdf cannot read.
+        StoreError: ``source`` cannot be read, or the store cannot be written.
+        StoreLockedError: the agent is open, or being restored, elsewhere.
     """
     if isinstance(data_dir, SparqlEndpoint):
         raise InvalidInputError(
@@ -80,29 +80,9 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
         )
     path = agent_path(agent_id, data_dir)
     fmt = _format_of(Path(source), format)
-    if (path / STORE_MARKER).is_file():
-        raise InvalidInputError(
-            f"agent {agent_id!r} already has a memory store at {path}: restore into a new "
-            "agent id (or delete that directory first)"
-        )
-    if path.is_dir() and any(path.iterdir()):
-        raise InvalidInputError(f"{path} is not empty and not a memory store: left untouched")
     if not Path(source).is_file():
         raise StoreError(f"cannot read the backup {source}: no such file")
-    building = path.with_name(path.name + "~restore")  # '~' is in no agent id
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
-        load_backup(building, Path(source), fmt, agent_id)
-        try:
-            os.rename(building, path)  # onto nothing, or onto an empty directory
-        except OSError as exc:
-            raise InvalidInputError(
-                f"agent {agent_id!r} was made at {path} while the backup was loading: "
-                "left as it is"
-            ) from exc
-    finally:
-        if building.exists():
-            shutil.rmtree(building, ignore_errors=True)
+    restore_backup(path, Path(source), fmt, agent_id)
     return stats(agent_id, data_dir)
 
 

@@ -218,7 +218,7 @@ def test_store_layout_one_directory_per_agent(tmp_path: Path, model: ScriptedMod
         system.agent("a").remember(say("one"))
         system.agent("b").remember(say("two"))
         assert system.agent("a").wait_idle(30) and system.agent("b").wait_idle(30)
-    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+    assert sorted(os.listdir(tmp_path)) == ["a", "b", "~locks"]  # ~locks: AgentLock
     assert (tmp_path / "a" / "CURRENT").exists()  # the Oxigraph (RocksDB) store itself
 
 
@@ -643,3 +643,36 @@ def test_reopening_an_agent_keeps_few_rocksdb_info_logs(tmp_path: Path) -> None:
     old = sorted(p.name for p in store.glob("LOG.old.*"))
     assert len(old) == INFO_LOGS_KEPT, old
     assert (store / "LOG").is_file()
+
+
+def test_a_query_still_running_after_close_keeps_the_agent_held(tmp_path: Path) -> None:
+    """A timed-out aggregate runs on in the background with the store in hand (pyoxigraph
+    cannot stop it): after close() the agent stays held until it ends, so a second instance
+    of the store cannot open beside it under another spelling; then it opens."""
+    from memory_rdf import QueryTimeoutError
+    from memory_rdf._store import AgentStore
+
+    data = tmp_path / "data"
+    store = AgentStore(data / "agent", mirror=False)
+    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
+    store.store.update(f"INSERT DATA {{ {rows} }}")
+    with pytest.raises(QueryTimeoutError):
+        store.user_query("SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }",
+                         timeout=0.05)
+    store.close()
+    running = [t for t in store._workers if t.is_alive()]
+    assert running, "the aggregate ended within the timeout: make it heavier"
+    with pytest.raises(StoreLockedError):
+        AgentStore(data / ".." / "data" / "agent", mirror=False)
+    for thread in running:
+        thread.join(timeout=600)
+    deadline = time.monotonic() + 30
+    while True:  # released by a thread of its own once the query ended
+        try:
+            again = AgentStore(data / ".." / "data" / "agent", mirror=False)
+            break
+        except StoreLockedError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert again.ask("ASK { <urn:s1> <urn:p> 1 }")
+    again.close()

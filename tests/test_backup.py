@@ -81,7 +81,8 @@ def test_an_agent_comes_back_whole_under_a_new_id(source: Path, tmp_path: Path, 
         [t["text"] for t in inspect.tasks("src", source)]
     assert _agent_id_in_metadata(other / "copy") == ["copy"]
     assert stat.S_IMODE((other / "copy").stat().st_mode) == 0o700
-    assert sorted(p.name for p in other.iterdir()) == ["copy"]  # no leftover beside it
+    # nothing beside it but its lock file (kept: see AgentLock)
+    assert sorted(p.name for p in other.iterdir()) == ["copy", "~locks"]
     with MemoryManager("copy", data_dir=other, config=FAST, model=ScriptedModel()) as mem:
         assert "JWT" in mem.recall(["JWT"], entry="both")
         remember(mem, "恢复之后的新记忆")
@@ -89,7 +90,9 @@ def test_an_agent_comes_back_whole_under_a_new_id(source: Path, tmp_path: Path, 
 
 
 def _refused_leaves_nothing(data: Path, before: list[str]) -> None:
-    assert sorted(p.name for p in data.iterdir()) == before
+    """Nothing but the lock files of the agents refused (``~locks/{agent}``, kept by design)."""
+    after = [p.name for p in data.iterdir() if p.name != "~locks"]
+    assert sorted(after) == [n for n in before if n != "~locks"]
 
 
 def test_what_is_not_a_backup_makes_nothing(source: Path, tmp_path: Path) -> None:
@@ -127,13 +130,15 @@ def test_what_is_not_a_backup_makes_nothing(source: Path, tmp_path: Path) -> Non
 
     plain = tmp_path / "plain.nq"  # RDF, but no memory_rdf metadata
     plain.write_text("<urn:s> <urn:p> <urn:o> .\n", encoding="utf-8")
-    with pytest.raises(SchemaVersionError, match="no memory_rdf store metadata"):
+    with pytest.raises(InvalidInputError, match="no memory_rdf store metadata"):
         backup.restore("p", plain, source)
 
     broken = tmp_path / "broken.nq"
     broken.write_text(text[: len(text) // 2] + "\n<urn:unterminated", encoding="utf-8")
-    with pytest.raises(StoreError, match="not valid nquads"):
+    with pytest.raises(InvalidInputError, match="not valid nquads"):
         backup.restore("b", broken, source)
+    with pytest.raises(StoreError, match="no such file"):
+        backup.restore("m", tmp_path / "missing.nq", source)
 
     with pytest.raises(InvalidInputError, match="invalid"):
         backup.restore("../x", saved, source)
@@ -185,3 +190,35 @@ def test_a_config_does_not_matter_to_a_restore(source: Path, tmp_path: Path) -> 
                        model=ScriptedModel()) as mem:
         assert mem.stats()["nodes"] == inspect.stats("src", source)["nodes"]
     assert sys.modules["memory_rdf.backup"] is backup
+
+
+def test_a_restore_lets_no_one_in(source: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent being restored, or open, is held: a second restore or an open of it is
+    refused (StoreLockedError) instead of taking the half-built store away from the first;
+    a restore of an agent that is open elsewhere is refused the same way."""
+    import memory_rdf._store as store_module
+    from memory_rdf import StoreLockedError
+    from memory_rdf._store import AgentStore
+
+    saved = tmp_path / "src.nq"
+    saved.write_bytes(backup.export("src", source))
+    seen: list[str] = []
+    real_load = store_module._load_backup
+
+    def load_then_compete(building: Path, src: Path, fmt: str, agent_id: str) -> None:
+        real_load(building, src, fmt, agent_id)
+        with pytest.raises(StoreLockedError):
+            backup.restore("copy", saved, source)  # a second restore of the same id
+        with pytest.raises(StoreLockedError):
+            AgentStore(source / "copy")  # an open of it
+        seen.append(building.name)
+
+    monkeypatch.setattr(store_module, "_load_backup", load_then_compete)
+    backup.restore("copy", saved, source)
+    monkeypatch.undo()
+    assert seen and seen[0].startswith("copy~restore-")
+    assert inspect.stats("copy", source)["nodes"] == inspect.stats("src", source)["nodes"]
+    with MemoryManager("src", data_dir=source, config=FAST, model=ScriptedModel()), \
+            pytest.raises(StoreLockedError):
+        backup.restore("src", saved, source)

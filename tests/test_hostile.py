@@ -499,7 +499,8 @@ def test_agent_ids_end_at_the_end_and_fit_in_a_file_name(tmp_path: Path) -> None
     with MemoryManager(longest, data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
         remember(mem, "a fact")
         mem.forget([mem.memories()[0]["id"]], purge=True)
-    assert list(tmp_path.iterdir()) == [tmp_path / longest]
+    assert sorted(tmp_path.iterdir()) == sorted([tmp_path / longest, tmp_path / "~locks"])
+    assert [p.name for p in (tmp_path / "~locks").iterdir()] == [longest]  # its lock file
 
 
 def test_templates_are_checked_when_the_config_is_built() -> None:

@@ -311,7 +311,7 @@ def test_stdio_server_serves_only_the_listed_agents(tmp_path: Path) -> None:
             await _only_alice_and_bob(client, "alice")
 
     _run(main)
-    assert sorted(p.name for p in data_dir.iterdir()) == ["alice", "bob"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["alice", "bob", "~locks"]
     assert not (tmp_path / "escape").exists()
 
 
@@ -322,7 +322,7 @@ def test_http_server_serves_only_the_agents_of_the_environment(tmp_path: Path) -
                       first_line=line) as url:
         _run(lambda: _with_client(url, TOKEN, lambda c: _only_alice_and_bob(c, "bob")))
     assert "only agents 'alice', 'bob'; 'bob' by default" in line[0], line
-    assert sorted(p.name for p in data_dir.iterdir()) == ["alice", "bob"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["alice", "bob", "~locks"]
 
 
 def test_agents_are_checked_before_anything_is_opened(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ def test_a_new_agent_and_a_new_data_directory_are_private(tmp_path: Path, open_u
         assert mode(data / "alice") == 0o700
         assert mode(data) == 0o700  # created here: it lists the agents
         assert mode(tmp_path / "deep") == 0o755  # a parent made on the way: the umask's
+        assert mode(data / "~locks") == 0o700 and mode(data / "~locks" / "alice") == 0o600
     # other users cannot list or read any file of the store
     for path in (data / "alice").rglob("*"):
         assert not mode(path.parent) & 0o077
@@ -65,4 +66,4 @@ def test_a_purge_keeps_the_directory_permissions(tmp_path: Path, open_umask: Non
         os.chmod(data / "carol", 0o700)
         mem.forget(ids[:1], purge=True)
         assert mode(data / "carol") == 0o700  # not RocksDB's 0755
-        assert [p.name for p in data.iterdir()] == ["carol"]  # no copy left beside it
+        assert sorted(p.name for p in data.iterdir()) == ["carol", "~locks"]  # no copy left

@@ -61,7 +61,7 @@ def test_purge_erases_the_text_from_every_file(make_manager, data_dir: Path) -> 
     assert mem.stats()["nodes"] == 3
     mem.close()
     assert files_holding(data_dir, "Wallaby") == []
-    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]  # no copies left behind
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]  # no copies left
 
 
 def test_purge_in_one_call_and_from_the_journal(make_manager, data_dir: Path) -> None:
@@ -118,7 +118,7 @@ def test_a_purge_interrupted_between_the_renames_is_finished_at_open(
     os.rename(store_dir, store_dir.with_name("agent~old"))  # ... the first rename, then a crash
     again = make_manager()
     assert [m["content"] for m in again.memories()] == ["survives the crash"]
-    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]
 
 
 def test_a_purge_interrupted_while_copying_is_undone_at_open(make_manager, data_dir: Path) -> None:
@@ -130,7 +130,52 @@ def test_a_purge_interrupted_while_copying_is_undone_at_open(make_manager, data_
     (half / "000001.sst").write_bytes(b"half a copy")
     again = make_manager()
     assert [m["content"] for m in again.memories()] == ["the original"]
-    assert sorted(p.name for p in data_dir.iterdir()) == ["agent"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]
+
+
+def test_no_other_open_runs_while_a_purge_swaps_the_store(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge copies the store to ``agent~new`` and swaps the directories. An open of the
+    agent meanwhile, in this process under another spelling or in another process, ran the
+    crash repair first: it deleted the copy, the swap failed, and the agent's memories were
+    gone at the next open. The agent's lock is now taken before the repair: the open is
+    refused, the purge completes, nothing is lost."""
+    import subprocess
+    import sys
+    import types
+
+    import memory_rdf._store as store_module
+    from memory_rdf import StoreLockedError
+
+    other_process = (
+        "import sys; from pathlib import Path; from memory_rdf._store import AgentStore\n"
+        "try:\n    AgentStore(Path(sys.argv[1]))\nexcept Exception as exc:\n"
+        "    print(type(exc).__name__)\nelse:\n    print('opened')\n"
+    )
+    refused: list[str] = []
+    real_collect = store_module.gc.collect
+
+    def collect(*args: int) -> int:
+        done = real_collect(*args)
+        if (data_dir / "agent~new").exists() and not refused:  # the copy made, not swapped
+            with pytest.raises(StoreLockedError):
+                store_module.AgentStore(data_dir / ".." / data_dir.name / "agent")
+            run = subprocess.run([sys.executable, "-c", other_process, str(data_dir / "agent")],
+                                 capture_output=True, text=True, timeout=60)
+            refused.append(run.stdout.strip())
+            assert (data_dir / "agent~new").exists()
+        return done
+
+    with MemoryManager("agent", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "first fact | second fact | third fact")
+        monkeypatch.setattr(store_module, "gc", types.SimpleNamespace(collect=collect))
+        assert mem.forget([_ids(mem)["first fact"]], purge=True) == 1
+        monkeypatch.undo()
+    assert refused == ["StoreLockedError"]
+    with MemoryManager("agent", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
+        assert sorted(_ids(mem)) == ["second fact", "third fact"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]
 
 
 def test_purge_keeps_other_agents_and_stays_valid(

@@ -296,6 +296,59 @@ def test_a_ctrl_c_during_the_journal_write_is_raised_once_the_remember_is_queued
         assert mem.stats()["pending_tasks"] == 0
 
 
+def test_a_ctrl_c_while_remember_waits_for_the_write_lock_raises_with_nothing_stored(
+    data_dir: Path, model: ScriptedModel
+) -> None:
+    """The write lock may be held for minutes (a purge's rewrite of a large store): a Ctrl-C
+    while remember() waits for it raises promptly, before the journal write, and nothing is
+    stored; the wait was not held back with the write."""
+    import signal
+    import threading
+    import time
+
+    with MemoryManager("agent", data_dir=data_dir, config=FAST, model=model) as mem:
+        store = mem._store
+        assert isinstance(store, AgentStore)
+        store._write_lock.acquire()  # as a rewrite holds it
+        release = threading.Timer(20.0, store._write_lock.release)
+        interrupt = threading.Timer(0.3, signal.raise_signal, (signal.SIGINT,))
+        release.start()
+        interrupt.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt) as info:
+                mem.remember(say("never stored"))
+            waited = time.monotonic() - started
+        finally:
+            interrupt.cancel()
+            release.cancel()
+            store._write_lock.release()
+        assert waited < 10, waited  # not the 20 s the lock stays held
+        assert not getattr(info.value, "__notes__", None)  # not "accepted"
+        assert mem.wait_idle(30)
+        assert ids_by_content(mem) == {}
+        assert mem.stats()["pending_tasks"] == 0
+
+
+def test_an_open_that_fails_after_taking_the_agent_lock_lets_it_go(
+    data_dir: Path, model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's lock is released when the open fails after taking it (a Ctrl-C during
+    RocksDB's open), so the next open in the same process (a REPL) is not refused."""
+    import memory_rdf._store as store_module
+
+    def interrupted(path: Path) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_module, "_prune_info_logs", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        MemoryManager("agent", data_dir=data_dir, config=FAST, model=model).initialize()
+    monkeypatch.undo()
+    with MemoryManager("agent", data_dir=data_dir, config=FAST, model=model) as mem:
+        remember(mem, "opened again")
+        assert set(ids_by_content(mem)) == {"opened again"}
+
+
 def test_a_long_phrase_is_cut_at_a_space() -> None:
     from memory_rdf._types import PHRASE_MAX, clip_phrase
 
