@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -124,19 +125,24 @@ def test_failed_compression_leaves_content_but_still_decays(
     assert scans(mem)[x] == 1
 
 
+def _weak_node_scanned(make_manager, model: ScriptedModel) -> tuple[Any, str, dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """A 40-character node of importance 0.5 (target 20), scanned once with ``model``."""
+    x = "x" * 40
+    mem = make_manager(model=model, config=FAST.replace(focus_limit=1))
+    remember(mem, f"{x} | {B}")
+    remember(mem, C)
+    set_strength(mem, x, B, 0.25)
+    set_strength(mem, B, x, 0.25)
+    return mem, x, mem.run_compression_slice()
+
+
 def test_garbage_compression_answers_are_failed_calls(make_manager) -> None:
     class TooLong(ScriptedModel):
         def process(self, text, target_length=None):  # type: ignore[no-untyped-def]
             p = super().process(text, None)
             return p  # ignores the target: 40 characters for a target of 20
 
-    x = "x" * 40
-    mem = make_manager(model=TooLong(), config=FAST.replace(focus_limit=1))
-    remember(mem, f"{x} | {B}")
-    remember(mem, C)
-    set_strength(mem, x, B, 0.25)
-    set_strength(mem, B, x, 0.25)
-    report = mem.run_compression_slice()
+    mem, x, report = _weak_node_scanned(make_manager, TooLong())
     assert report["compressed"] == 0 and x in ids_by_content(mem)
 
 
@@ -146,13 +152,7 @@ def test_a_compression_answer_with_an_oversized_phrase_is_cut(make_manager) -> N
             p = super().process(text, target_length)
             return Processed(p.content, "p" * 10_000, p.keywords) if target_length else p
 
-    x = "x" * 40
-    mem = make_manager(model=LongPhrase(), config=FAST.replace(focus_limit=1))
-    remember(mem, f"{x} | {B}")
-    remember(mem, C)
-    set_strength(mem, x, B, 0.25)
-    set_strength(mem, B, x, 0.25)
-    report = mem.run_compression_slice()
+    mem, x, report = _weak_node_scanned(make_manager, LongPhrase())
     assert report["compressed"] == 1 and x not in ids_by_content(mem)
     phrases = [r["p"] for r in mem.sparql("SELECT ?p WHERE { ?n memory:phrase ?p }")]  # type: ignore[index,union-attr]
     assert "p" * 20 in phrases and all(len(p) <= 20 for p in phrases)
