@@ -336,7 +336,9 @@ def test_call_tool_with_an_allow_list_opens_nothing_for_another_agent(
         assert sorted(system.agents()) == allowed
         assert json.loads(call_tool(system, "stats", {"agent_id": "alice"},
                                     agents=allowed))["nodes"] == 1
-    assert sorted(p.name for p in data_dir.iterdir()) == allowed  # no eve, no default
+    # no eve, no default (~locks: the writers' lock files, AgentLock)
+    assert sorted(p.name for p in data_dir.iterdir()) == [*allowed, "~locks"]
+    assert sorted(p.name for p in (data_dir / "~locks").iterdir()) == allowed
     assert not (data_dir.parent / "escape").exists()
     mem = make_manager("solo")
     assert json.loads(call_tool(mem, "stats", {}, agents=["solo"]))["agent_id"] == "solo"
