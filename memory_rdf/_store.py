@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import glob
 import logging
 import os
 import queue
@@ -532,8 +533,13 @@ def _store_message(what: str, exc: BaseException) -> str:
 
 
 def is_lock_error(exc: BaseException) -> bool:
+    """RocksDB's refusal of a store another holder has open ("While lock file: …/LOCK:
+    Resource temporarily unavailable", "lock hold by current process"), not any error whose
+    path holds the word (``~locks``)."""
     said = str(exc).lower()
-    return "lock" in said and "corruption" not in said
+    if "corruption" in said:
+        return False
+    return "lock hold by" in said or "while lock file" in said or "/lock:" in said
 
 
 @contextlib.contextmanager
@@ -789,14 +795,16 @@ class _DiskWriter:
     def _run(self) -> None:
         while True:
             store, text, answer = self._work.get()
+            outcome: BaseException | None = None
             try:
                 store.update(text, prefixes=V.PREFIXES)
             except BaseException as exc:  # handed to the committing thread
-                answer.put(exc)
-            else:
-                answer.put(None)
-            # drop the store here: the last reference going away closes it (SPEC §7)
-            del store, text, answer
+                outcome = exc
+            # Drop the store before answering: once answered, the committer may let the store
+            # go (close, a purge's swap), and the last reference closes it (SPEC §7).
+            del store, text
+            answer.put(outcome)
+            del answer, outcome
 
     def start(self, store: ox.Store, text: str) -> queue.SimpleQueue[Any]:
         """Apply ``text`` to ``store``; the queue answers None, or the exception raised."""
@@ -1606,6 +1614,13 @@ class AgentStore(MemoryStore):
             gc.collect()
         self._release_agent_lock()
 
+    def keep_agent_lock(self) -> AgentLock | None:
+        """Take the agent's writer lock out of this store, so that :meth:`close` leaves it
+        held: the caller works on the directory after the store is let go (the demo wipes
+        it) and releases the lock itself."""
+        lock, self._agent_lock = self._agent_lock, None
+        return lock
+
     def _release_agent_lock(self) -> None:
         """Release the writer lock once nothing holds the disk store: a timed query that
         timed out may still run (an aggregate finishes in the background, :func:`run_bounded`)
@@ -1696,6 +1711,11 @@ class AgentStore(MemoryStore):
                 self._optimizer.join()
                 self._optimizer = None
             self.wait_flush()
+            # A timed query that timed out may still run on the disk store (an aggregate
+            # finishes in the background): the swap below must not leave that instance alive,
+            # or it writes into the fresh copy when it goes, and the reopen fails meanwhile.
+            for worker in [t for t in list(self._workers) if t.is_alive()]:
+                worker.join()
             try:
                 for leftover in (new, old):
                     if leftover.exists():
@@ -1722,7 +1742,14 @@ class AgentStore(MemoryStore):
                 gc.collect()  # the last reference going away releases the lock (SPEC §7)
                 os.rename(path, old)
                 os.rename(new, path)
-                self._store = ox.Store(str(path))
+                try:
+                    self._store = ox.Store(str(path))
+                except OSError:
+                    # Put the old store back (the next open would take the copy as the
+                    # store and delete the old one): nothing purged, nothing lost.
+                    os.rename(path, new)
+                    os.rename(old, path)
+                    raise
                 shutil.rmtree(old)
             except OSError as exc:
                 if self._store is None and path.exists():
@@ -2031,21 +2058,30 @@ class AgentLock:
 
     def __init__(self, path: Path, what: str) -> None:
         lock_path = _lock_path(path)
-        # The data directory, when this makes it, and ~locks: readable by the owner only.
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock_path.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._key: tuple[int, int] | None = None
+        self._release_lock = threading.Lock()
+        try:
+            # The data directory, when this makes it, and ~locks: readable by the owner only.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            lock_path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # a read-only data directory, ~locks taken by a file, …
+            raise StoreError(
+                f"{what}: cannot make its writers' lock {lock_path}: "
+                f"{exc.strerror or exc}"
+            ) from exc
         try:
             st = os.fstat(fd)
-            self._key: tuple[int, int] | None = (st.st_dev, st.st_ino)
+            key = (st.st_dev, st.st_ino)
             with _OPEN_AGENTS_LOCK:
-                holder = _OPEN_AGENTS.get(self._key)
+                holder = _OPEN_AGENTS.get(key)
                 if holder is not None:
                     raise StoreLockedError(
                         f"{what}: held by another process (or already open in this one: as "
                         f"{holder}); close it there first, or inspect it read-only"
                     )
-                _OPEN_AGENTS[self._key] = str(path)
+                _OPEN_AGENTS[key] = str(path)
+                self._key = key
             try:
                 _lock_file(fd)
             except OSError as exc:
@@ -2055,9 +2091,11 @@ class AgentLock:
                     "it there first, or inspect it read-only"
                 ) from exc
         except BaseException:
+            self._forget_key()
             os.close(fd)
             raise
         self._fd: int | None = fd
+        _LIVE_LOCKS.add(self)
 
     def _forget_key(self) -> None:
         with _OPEN_AGENTS_LOCK:
@@ -2068,13 +2106,45 @@ class AgentLock:
     def release(self) -> None:
         """Let the next writer in (idempotent). The file stays: deleting a lock file another
         process may have just opened would let two writers in."""
-        fd, self._fd = self._fd, None
+        with self._release_lock:
+            fd, self._fd = self._fd, None
         if fd is None:
             return
         with contextlib.suppress(OSError):
             _unlock_file(fd)
         os.close(fd)
         self._forget_key()
+
+    def _forsake(self) -> None:
+        """In a forked child: the lock is the parent's. Close this copy of the descriptor
+        without unlocking (the lock belongs to the parent's open file) and hold nothing."""
+        # No lock taken here: a thread of the parent may have held it as the process forked.
+        self._release_lock = threading.Lock()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._key = None
+
+
+#: Every AgentLock held in this process (for a fork's child to let go of its copies).
+_LIVE_LOCKS: weakref.WeakSet[AgentLock] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child holds none of its parent's agents: an inherited ``flock`` would keep
+    the agent held after the parent ends, and a child's release would unlock the parent's
+    live store."""
+    global _OPEN_AGENTS_LOCK
+    _OPEN_AGENTS_LOCK = threading.Lock()  # a parent's thread may have held it at the fork
+    for lock in list(_LIVE_LOCKS):
+        lock._forsake()
+    _LIVE_LOCKS.clear()
+    _OPEN_AGENTS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
@@ -2138,10 +2208,16 @@ def restore_backup(path: Path, source: Path, fmt: str, agent_id: str) -> None:
             )
         if path.is_dir() and any(path.iterdir()):
             raise InvalidInputError(f"{path} is not empty and not a memory store: left untouched")
+        # Copies an interrupted restore of this agent left (only ever made under this lock):
+        # they hold whole memories that nothing else would erase.
+        for leftover in path.parent.glob(f"{glob.escape(path.name)}~restore-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         building = Path(tempfile.mkdtemp(prefix=f"{path.name}~restore-", dir=path.parent))
         try:
             _load_backup(building, source, fmt, agent_id)
-            os.rename(building, path)  # onto nothing, or onto the empty directory checked above
+            if path.is_dir():
+                path.rmdir()  # the empty directory checked above (Windows renames onto nothing)
+            os.rename(building, path)
         finally:
             if building.exists():
                 shutil.rmtree(building, ignore_errors=True)

@@ -131,14 +131,20 @@ def run_demo(
     else:
         assert not isinstance(data_dir, SparqlEndpoint)
         path = agent_path(agent, data_dir)
+        held = None
         if (path / STORE_MARKER).is_file():
             store = AgentStore(path)  # StoreLockedError when another process runs the agent
             try:
                 refuse_foreign(store)  # someone's own Oxigraph store: never wiped
+                held = store.keep_agent_lock()  # no other writer until the wipe is done
             finally:
                 store.close()
-        out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
-        _wipe_agent(path, out)
+        try:
+            out.rule(Text(f"memory_rdf demo — {data.get('title', '')}"))
+            _wipe_agent(path, out)
+        finally:
+            if held is not None:
+                held.release()
         location = str(path)
         where = {"data_dir": path.parent}
     config = Config(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -676,3 +678,56 @@ def test_a_query_still_running_after_close_keeps_the_agent_held(tmp_path: Path) 
             time.sleep(0.05)
     assert again.ask("ASK { <urn:s1> <urn:p> 1 }")
     again.close()
+
+
+def test_a_data_directory_where_no_lock_can_be_made_is_a_clear_error(tmp_path: Path) -> None:
+    """``~locks`` taken by a file (as a read-only data directory would refuse it): a
+    StoreError naming the lock and the reason, not "held by another process"."""
+    from memory_rdf import StoreError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "~locks").write_text("not a directory", encoding="utf-8")
+    with pytest.raises(StoreError, match=r"cannot make its writers' lock .*~locks") as info:
+        MemoryManager("agent", data_dir=data, config=FAST, model=ScriptedModel()).initialize()
+    assert not isinstance(info.value, StoreLockedError)
+    assert sorted(p.name for p in data.iterdir()) == ["~locks"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_holds_none_of_its_parents_agents(tmp_path: Path) -> None:
+    """A child forked while an agent is open (multiprocessing's fork, pre-fork servers) does
+    not keep the agent held after the parent lets it go, and its releasing does not unlock
+    the parent's live store."""
+    from memory_rdf._store import AgentStore
+
+    data = tmp_path / "data"
+    store = AgentStore(data / "agent", mirror=False)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: lets go of what it inherited, then lives on a while
+        try:
+            store._release_agent_lock()
+            os.write(write, b"x")
+            time.sleep(3)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(read, 1) == b"x"
+        # the agent's lock itself, from another process (RocksDB's own lock would refuse an
+        # open anyway while the store is open; the agent's lock guards the repair before it)
+        other_process = (
+            "import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "except OSError:\n    print('held')\nelse:\n    print('free')\n"
+        )
+        run = subprocess.run([sys.executable, "-c", other_process, str(data / "~locks" / "agent")],
+                             capture_output=True, text=True, timeout=60)
+        assert run.stdout.strip() == "held", run  # the child's release left the parent's lock
+        store.close()
+        again = AgentStore(data / "agent", mirror=False)  # the child, still alive, holds none
+        again.close()
+    finally:
+        os.waitpid(pid, 0)
+        os.close(read)
+        os.close(write)

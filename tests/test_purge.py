@@ -178,6 +178,31 @@ def test_no_other_open_runs_while_a_purge_swaps_the_store(
     assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]
 
 
+def test_a_purge_waits_for_a_timed_out_query_still_running(data_dir: Path) -> None:
+    """A timed-out aggregate runs on in the background on the disk store (read mirror off):
+    a purge's swap went ahead beside it, the reopen failed, the old instance wrote into the
+    fresh copy when it went, and the next open deleted the only good copy. The purge now
+    waits for such queries; nothing is lost."""
+    import pyoxigraph as ox
+
+    from memory_rdf import QueryTimeoutError
+
+    config = FAST.replace(read_mirror=False)
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
+        remember(mem, "we chose PostgreSQL | the cat is called Miso")
+        mem._store.store.extend([  # type: ignore[union-attr]
+            ox.Quad(ox.NamedNode(f"urn:x:{i}"), ox.NamedNode("urn:x:p"), ox.Literal(str(i)),
+                    ox.DefaultGraph()) for i in range(3000)])
+        with pytest.raises(QueryTimeoutError):
+            mem.sparql("SELECT (COUNT(*) AS ?c) WHERE { ?a <urn:x:p> ?b . ?c <urn:x:p> ?d }",
+                       timeout=0.05)
+        assert mem.forget([_ids(mem)["the cat is called Miso"]], purge=True) == 1
+        assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
+        assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
+    assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]
+
+
 def test_purge_keeps_other_agents_and_stays_valid(
     make_manager: Callable[..., MemoryManager], data_dir: Path
 ) -> None:
