@@ -533,13 +533,14 @@ def _store_message(what: str, exc: BaseException) -> str:
 
 
 def is_lock_error(exc: BaseException) -> bool:
-    """RocksDB's refusal of a store another holder has open ("While lock file: …/LOCK:
-    Resource temporarily unavailable", "lock hold by current process"), not any error whose
-    path holds the word (``~locks``)."""
+    """RocksDB's refusal of a store another holder has open, not any error whose path holds
+    the word (``~locks``)."""
     said = str(exc).lower()
     if "corruption" in said:
         return False
-    return "lock hold by" in said or "while lock file" in said or "/lock:" in said
+    # POSIX: "While lock file: …/LOCK: Resource temporarily unavailable"; Windows: "Failed to
+    # create lock file: …\\LOCK: …"; one process: "lock hold by current process".
+    return "lock hold by" in said or "lock file" in said or "/lock:" in said
 
 
 @contextlib.contextmanager

@@ -731,3 +731,19 @@ def test_a_forked_child_holds_none_of_its_parents_agents(tmp_path: Path) -> None
         os.waitpid(pid, 0)
         os.close(read)
         os.close(write)
+
+
+@pytest.mark.parametrize("said,locked", [
+    ("IO error: While lock file: /d/a/LOCK: Resource temporarily unavailable", True),
+    ("IO error: Failed to create lock file: C:\\d\\a\\LOCK: The process cannot access the file",
+     True),
+    ("IO error: lock hold by current process, acquire time 1 acquiring thread 2: /d/a/LOCK: "
+     "No locks available", True),
+    ("[Errno 20] Not a directory: '/d/~locks/a'", False),
+    ("[Errno 30] Read-only file system: '/d/~locks'", False),
+    ("Corruption: IO error: While lock file: /d/a/LOCK", False),
+])
+def test_rocksdb_lock_errors_are_told_by_rocksdb_s_wording(said: str, locked: bool) -> None:
+    from memory_rdf._store import is_lock_error
+
+    assert is_lock_error(OSError(said)) is locked
