@@ -2067,9 +2067,7 @@ class AgentLock:
             lock_path.parent.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:  # a read-only data directory, ~locks taken by a file, …
-            raise StoreError(  # said as the other open errors: the reason, then the file
-                f"{what}: {exc.strerror or exc} ({exc.filename or lock_path})"
-            ) from exc
+            raise StoreError(_store_message(what, exc)) from exc
         try:
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
