@@ -110,11 +110,9 @@ def _one_line(text: str) -> str:
 
 
 def _agent(agent: str) -> str:
-    """Check an agent id before any file is touched (exit 2 when invalid)."""
-    try:
-        inspect.agent_path(agent)
-    except (InvalidInputError, InvalidTypeError) as exc:
-        raise _CliError(str(exc), 2) from None
+    """Check an agent id before any file is touched (an invalid one is InvalidInputError:
+    exit 2, :func:`run`)."""
+    inspect.agent_path(agent)
     return agent
 
 
@@ -208,10 +206,7 @@ def _data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
             if update_url is not None:
                 raise _CliError("--update-url needs --endpoint", 2)
             return func(*args, **kwargs)
-        try:
-            ep = SparqlEndpoint(endpoint, update_url=update_url, auth=_endpoint_auth())
-        except (InvalidInputError, InvalidTypeError) as exc:
-            raise _CliError(str(exc), 2) from None
+        ep = SparqlEndpoint(endpoint, update_url=update_url, auth=_endpoint_auth())  # bad: exit 2
         try:
             return func(*args, **{**kwargs, "data_dir": ep})
         finally:
@@ -1195,8 +1190,6 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
             mcp_server.check_bind(host, token)
     except ImportError as exc:
         raise _CliError(str(exc), EXIT_MISSING_DEPENDENCY) from None
-    except (InvalidInputError, InvalidTypeError) as exc:
-        raise _CliError(str(exc), 2) from None
     config = Config(templates=Templates.english() if english else Templates())
     err = _stderr()
     _raise_open_files_limit()
@@ -1358,8 +1351,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         _error(str(exc))
         return 1
     except (InvalidInputError, InvalidTypeError) as exc:
-        # Input refused where only the store could tell (an agent id that reaches another
-        # agent's directory, found when the store opens): a usage error, as the help says.
+        # Input refused, at the call or where only the store could tell (an agent id that
+        # reaches another agent's directory, found when the store opens): a usage error, as
+        # the help says.
         _error(str(exc))
         return 2
     except MemoryRDFError as exc:
