@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -747,3 +748,22 @@ def test_rocksdb_lock_errors_are_told_by_rocksdb_s_wording(said: str, locked: bo
     from memory_rdf._store import is_lock_error
 
     assert is_lock_error(OSError(said)) is locked
+
+
+def test_read_only_inspection_takes_no_lock_and_makes_nothing(tmp_path: Path) -> None:
+    """SPEC §6: inspection never writes. It takes no writer's lock either (it works while
+    another process holds the agent), so it makes no ``~locks`` entry, nor anything else."""
+    from memory_rdf import inspect
+
+    data = tmp_path / "data"
+    with MemoryManager("agent", data_dir=data, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "we chose PostgreSQL | the cat is called Miso")
+    shutil.rmtree(data / "~locks")
+    before = _files(data)
+    assert inspect.agents(data) == ["agent"]
+    assert inspect.stats("agent", data)["nodes"] == 2
+    assert len(inspect.memories("agent", data)) == 2
+    assert inspect.sparql("agent", "ASK { ?n memory:content ?c }", data) is True
+    assert inspect.export("agent", data, format="nquads")
+    assert inspect.tasks("agent", data) == []
+    assert _files(data) == before
