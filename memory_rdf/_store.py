@@ -568,8 +568,7 @@ def _storage_errors(what: str, *, user_query: str | None = None) -> Iterator[Non
         raise StoreError(_store_message(what, exc)) from exc
 
 
-def run_bounded(run: Callable[[threading.Event], T], timeout: float | None,
-                workers: weakref.WeakSet[threading.Thread] | None = None) -> T:
+def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T:
     """``run(cancel)`` within ``timeout`` seconds (None: in the calling thread, unbounded).
 
     With a timeout it runs in a worker thread (SPEC §7: the query's result iterator is
@@ -578,8 +577,8 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None,
     worker checks between rows. Measured on pyoxigraph 0.5.13: rows are produced lazily
     and stop at the next row, but an aggregate (COUNT, GROUP BY) or ORDER BY is computed
     inside ``Store.query()`` itself, which cannot be interrupted: the worker finishes it in
-    the background (the GIL released) and drops the result. ``workers`` collects the
-    thread, so that the store's owner can wait for it before letting the store go.
+    the background (the GIL released) and drops the result. A store's owner that must wait
+    for such a worker before letting the store go has ``run`` hold it (:class:`StoreUsers`).
     """
     if timeout is None:
         return run(threading.Event())
@@ -597,8 +596,6 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None,
             box.append((False, exc))
 
     worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)
-    if workers is not None:  # the store's owner waits for it before letting the store go
-        workers.add(worker)
     worker.start()
     worker.join(timeout)
     if not box:
@@ -608,6 +605,90 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None,
     if ok:
         return value
     raise value
+
+
+class StoreUsers:
+    """The calls that have an agent's disk store in hand, counted, so that what lets the
+    store go waits for them.
+
+    pyoxigraph has no ``close()``: a store goes (and RocksDB lets go of its files) when the
+    last reference to it does (SPEC §7). A read running in another thread holds one for as
+    long as it runs: an untimed ``sparql()`` or ``stats()`` with the read mirror off or
+    loading, or a timed-out aggregate that pyoxigraph cannot stop (:func:`run_bounded`).
+    :meth:`AgentStore.close` therefore releases the agent's lock only once no call holds the
+    store (else a second instance could open beside the live one under another spelling of
+    its path), and a purge's swap (:meth:`AgentStore._rewrite`) first waits for the calls in
+    progress and keeps new ones waiting until the fresh copy is open (else the old instance,
+    still alive, writes into the fresh copy when it goes: the agent lost).
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._count = 0
+        self._closed_to_new = False
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        """Count the calling code as holding the store (it waits while a swap is under way)."""
+        with self._changed:
+            while self._closed_to_new:
+                self._changed.wait()
+            self._count += 1
+        try:
+            yield
+        except BaseException as exc:
+            # The traceback's frames hold the store the call had in hand: drop them here, or
+            # the store outlives the count (the release would come while it is still open).
+            _clear_frames(exc)
+            raise
+        finally:
+            with self._changed:
+                self._count -= 1
+                if not self._count:
+                    self._changed.notify_all()
+
+    @property
+    def active(self) -> int:
+        """How many calls hold the store now."""
+        with self._changed:
+            return self._count
+
+    def wait_idle(self) -> None:
+        """Wait until no call holds the store."""
+        with self._changed:
+            self._changed.wait_for(lambda: not self._count)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Wait for the calls in progress, keep new ones waiting until the block ends."""
+        with self._changed:
+            self._closed_to_new = True
+            try:
+                self._changed.wait_for(lambda: not self._count)
+            except BaseException:
+                self._closed_to_new = False
+                self._changed.notify_all()
+                raise
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._closed_to_new = False
+                self._changed.notify_all()
+
+
+def _clear_frames(exc: BaseException) -> None:
+    """Clear the local variables of the finished frames in ``exc``'s traceback and in those
+    of the exceptions it was raised from or during."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        traceback.clear_frames(item.__traceback__)
+        todo += [item.__cause__, item.__context__]
 
 
 def _timed_out(timeout: float | None) -> QueryTimeoutError:
@@ -1518,8 +1599,8 @@ class AgentStore(MemoryStore):
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
         #: The agent's writer lock (a writable store on disk), held until the store is gone.
         self._agent_lock: AgentLock | None = None
-        #: Threads of timed queries (run_bounded) that may still hold the disk store.
-        self._workers: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        #: The calls that have the disk store in hand (close and a purge's swap wait for them).
+        self._users = StoreUsers()
         what = f"cannot open the memory store {path}"
         with _storage_errors(what):
             if path is not None:
@@ -1623,32 +1704,33 @@ class AgentStore(MemoryStore):
         return lock
 
     def _release_agent_lock(self) -> None:
-        """Release the writer lock once nothing holds the disk store: a timed query that
-        timed out may still run (an aggregate finishes in the background, :func:`run_bounded`)
-        with the store in hand, and a second instance of the store in this process must not
-        open beside it. Then the lock goes when the last such thread ends."""
+        """Release the writer lock once no call holds the disk store: a read in another thread
+        (an untimed query with the mirror off, or a timed one that timed out: an aggregate
+        finishes in the background, :func:`run_bounded`) may still have it in hand, and a
+        second instance of the store in this process must not open beside it. Then the lock
+        goes, from a thread of its own, when the last such call ends."""
         lock, self._agent_lock = self._agent_lock, None
         if lock is None:
             return
-        running = [t for t in list(self._workers) if t.is_alive()]
-        if not running:
+        if not self._users.active:
             lock.release()
             return
 
         def release_later() -> None:
-            for thread in running:
-                thread.join()
+            self._users.wait_idle()
             gc.collect()
             lock.release()
 
         threading.Thread(target=release_later, name="memory-rdf-release", daemon=True).start()
 
     def flush(self) -> None:
-        with self._upkeep, _storage_errors(f"cannot flush the memory store {self.path}"):
+        with (self._users.hold(), self._upkeep,
+              _storage_errors(f"cannot flush the memory store {self.path}")):
             self.store.flush()
 
     def optimize(self) -> None:
-        with self._upkeep, _storage_errors(f"cannot compact the memory store {self.path}"):
+        with (self._users.hold(), self._upkeep,
+              _storage_errors(f"cannot compact the memory store {self.path}")):
             self.store.optimize()
         self._commits_since_optimize = 0
 
@@ -1712,11 +1794,6 @@ class AgentStore(MemoryStore):
                 self._optimizer.join()
                 self._optimizer = None
             self.wait_flush()
-            # A timed query that timed out may still run on the disk store (an aggregate
-            # finishes in the background): the swap below must not leave that instance alive,
-            # or it writes into the fresh copy when it goes, and the reopen fails meanwhile.
-            for worker in [t for t in list(self._workers) if t.is_alive()]:
-                worker.join()
             try:
                 for leftover in (new, old):
                     if leftover.exists():
@@ -1737,34 +1814,48 @@ class AgentStore(MemoryStore):
                 for extra in path.iterdir():  # files of ours (not RocksDB's) move along
                     if extra.is_file() and not _ROCKSDB_FILE.match(extra.name):
                         shutil.copy2(extra, new / extra.name)
-                with self._upkeep:
-                    self.store.flush()
-                self._store = None
-                gc.collect()  # the last reference going away releases the lock (SPEC §7)
-                os.rename(path, old)
-                os.rename(new, path)
-                try:
-                    self._store = ox.Store(str(path))
-                except OSError:
-                    # Put the old store back (the next open would take the copy as the
-                    # store and delete the old one): nothing purged, nothing lost.
-                    os.rename(path, new)
-                    os.rename(old, path)
-                    raise
+                # No call may have the old instance in hand across the swap (a read in
+                # another thread: an untimed query with the mirror off, a timed-out aggregate
+                # still running): alive, it writes into the fresh copy when it goes, and the
+                # reopen fails meanwhile. Reads that come meanwhile wait for the fresh copy.
+                with self._users.alone():
+                    self._swap(path, new, old)
                 shutil.rmtree(old)
             except OSError as exc:
-                if self._store is None and path.exists():
-                    with contextlib.suppress(OSError):
-                        self._store = ox.Store(str(path))
                 raise StoreError(f"cannot rewrite the memory store {path}: {exc}") from exc
             self._commits_since_optimize = 0
             self._unflushed = 0
+
+    def _swap(self, path: Path, new: Path, old: Path) -> None:
+        """Put the complete copy ``new`` in the place of the store at ``path`` (the write lock
+        is held, no call holds the store). On an error the store at ``path`` is open again."""
+        try:
+            with self._upkeep:
+                self.store.flush()
+            self._store = None
+            gc.collect()  # the last reference going away releases the lock (SPEC §7)
+            os.rename(path, old)
+            os.rename(new, path)
+            try:
+                self._store = ox.Store(str(path))
+            except OSError:
+                # Put the old store back (the next open would take the copy as the store and
+                # delete the old one): nothing purged, nothing lost.
+                os.rename(path, new)
+                os.rename(old, path)
+                raise
+        except OSError:
+            if self._store is None and path.exists():
+                with contextlib.suppress(OSError):
+                    self._store = ox.Store(str(path))
+            raise
 
     def bulk_load_nquads(self, path: Path) -> None:
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
         self._stop_mirror()  # the load bypasses commit(): the mirror is built again after it
         try:
-            with _storage_errors(f"cannot bulk-load {path} into {self.path}"):
+            with (self._users.hold(),
+                  _storage_errors(f"cannot bulk-load {path} into {self.path}")):
                 self.store.bulk_load(path=str(path), format=ox.RdfFormat.N_QUADS)
         finally:
             self._start_mirror()
@@ -1772,7 +1863,7 @@ class AgentStore(MemoryStore):
     # -- internal queries ----------------------------------------------------------------------
 
     def rows(self, query: str) -> list[Row]:
-        with _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
             return self._rows(self._reads(), query)
 
     @staticmethod
@@ -1783,7 +1874,8 @@ class AgentStore(MemoryStore):
         return [tuple(to_python(sol[i]) for i in range(width)) for sol in result]
 
     def term_rows(self, query: str) -> list[Sequence[Any]] | None:
-        return self._solutions(self._reads(), query, f"the memory store {self.path}")
+        with self._users.hold():
+            return self._solutions(self._reads(), query, f"the memory store {self.path}")
 
     @staticmethod
     def _solutions(store: ox.Store, query: str, what: str) -> list[Sequence[Any]]:
@@ -1795,7 +1887,7 @@ class AgentStore(MemoryStore):
             return list(result)
 
     def index_rows(self, query: str) -> list[Row]:
-        with _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
             return self._rows(self.store, query)
 
     @property
@@ -1811,7 +1903,7 @@ class AgentStore(MemoryStore):
         return self._solutions(copy, query, f"the read mirror of {self.path}")
 
     def ask(self, query: str) -> bool:
-        with _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
             return bool(self._reads().query(query, prefixes=V.PREFIXES))
 
     def commit(self, batch: WriteBatch) -> None:
@@ -1831,18 +1923,24 @@ class AgentStore(MemoryStore):
                 held.deliver()
             try:
                 self._commits_since_optimize += 1
-                mirror = self._mirror
-                if (mirror is not None and mirror.store is not None
-                        and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):
-                    self._commit_at_once(text, batch, mirror)
-                else:
-                    self._commit_in_turn(text, batch, mirror)
+                self._write(text, batch)
                 self._unflushed += len(text)
                 if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                     self._flush_in_background()
             finally:
                 self._write_lock.release()
             batch.run_after_commit()
+
+    def _write(self, text: str, batch: WriteBatch) -> None:
+        """The update applied to both stores (the write lock is held: a purge's swap, which
+        holds it too, cannot be under way)."""
+        with self._users.hold():
+            mirror = self._mirror
+            if (mirror is not None and mirror.store is not None
+                    and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):
+                self._commit_at_once(text, batch, mirror)
+            else:
+                self._commit_in_turn(text, batch, mirror)
 
     def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None) -> None:
         """The update applied to the disk store, then to the read mirror (the write lock is
@@ -1934,7 +2032,7 @@ class AgentStore(MemoryStore):
         s = ox.NamedNode(subject) if subject else None
         p = ox.NamedNode(predicate) if predicate else None
         g = ox.NamedNode(graph) if graph else ox.DefaultGraph()
-        with _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
             return [
                 (to_python(q.subject), to_python(q.predicate), to_python(q.object))
                 for q in self._reads().quads_for_pattern(s, p, None, g)
@@ -1953,7 +2051,8 @@ class AgentStore(MemoryStore):
         check_user_query(query)
 
         def run(cancel: threading.Event) -> UserResult:
-            with _storage_errors(f"cannot read the memory store {self.path}", user_query=query):
+            with (self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}",
+                                                      user_query=query)):
                 result = self._user_result(query)
                 if isinstance(result, ox.QueryBoolean):
                     return bool(result)
@@ -1976,7 +2075,7 @@ class AgentStore(MemoryStore):
                     )
                 return out
 
-        return run_bounded(run, timeout, self._workers)
+        return run_bounded(run, timeout)
 
     def user_query_serialized(
         self, query: str, fmt: str, *, timeout: float | None = None,
@@ -1992,13 +2091,14 @@ class AgentStore(MemoryStore):
 
         def run(cancel: threading.Event) -> bytes | None:
             sink: Any = None if output is None else _Sink(output, cancel, timeout)
-            with _storage_errors(f"cannot read the memory store {self.path}", user_query=query):
+            with (self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}",
+                                                      user_query=query)):
                 result = self._user_result(query)
                 if isinstance(result, ox.QueryTriples):
                     return result.serialize(sink, format=ox.RdfFormat.N_TRIPLES)
                 return result.serialize(sink, format=formats[fmt])
 
-        return run_bounded(run, timeout, self._workers)
+        return run_bounded(run, timeout)
 
     # -- export --------------------------------------------------------------------------------
 
@@ -2014,7 +2114,7 @@ class AgentStore(MemoryStore):
             kwargs["from_graph"] = ox.DefaultGraph()
         if fmt in ("turtle", "trig"):
             kwargs["prefixes"] = V.PREFIXES
-        with _storage_errors(f"cannot export the memory store {self.path}"):
+        with self._users.hold(), _storage_errors(f"cannot export the memory store {self.path}"):
             data = self.store.dump(**kwargs)
         assert data is not None
         return data

@@ -663,14 +663,52 @@ def test_a_query_still_running_after_close_keeps_the_agent_held(tmp_path: Path) 
         store.user_query("SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }",
                          timeout=0.05)
     store.close()
-    running = [t for t in store._workers if t.is_alive()]
-    assert running, "the aggregate ended within the timeout: make it heavier"
+    running = [t for t in threading.enumerate() if t.name == "memory-rdf-sparql"]
+    assert running and store._users.active, "the aggregate ended in its timeout: make it heavier"
     with pytest.raises(StoreLockedError):
         AgentStore(data / ".." / "data" / "agent", mirror=False)
     for thread in running:
         thread.join(timeout=600)
     deadline = time.monotonic() + 30
     while True:  # released by a thread of its own once the query ended
+        try:
+            again = AgentStore(data / ".." / "data" / "agent", mirror=False)
+            break
+        except StoreLockedError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert again.ask("ASK { <urn:s1> <urn:p> 1 }")
+    again.close()
+
+
+def test_an_untimed_read_in_another_thread_keeps_the_agent_held_after_close(
+    tmp_path: Path,
+) -> None:
+    """An untimed query (read mirror off) running in another thread has the store in hand:
+    close() from this thread releases the agent's lock only once it ends, so no second
+    instance opens beside the live one under another spelling; the read gets its answer."""
+    from memory_rdf._store import AgentStore
+
+    data = tmp_path / "data"
+    store = AgentStore(data / "agent", mirror=False)
+    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
+    store.store.update(f"INSERT DATA {{ {rows} }}")
+    answers: list[object] = []
+    reader = threading.Thread(target=lambda: answers.append(store.user_query(
+        "SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }")))
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not store._users.active:  # the read has the store in hand
+        assert time.monotonic() < deadline and reader.is_alive()
+        time.sleep(0.001)
+    store.close()
+    assert reader.is_alive(), "the query ended before close(): make it heavier"
+    with pytest.raises(StoreLockedError):
+        AgentStore(data / ".." / "data" / "agent", mirror=False)
+    reader.join(timeout=600)
+    assert answers == [[{"n": 3000 * 3000}]]
+    deadline = time.monotonic() + 30
+    while True:  # released by a thread of its own once the read ended
         try:
             again = AgentStore(data / ".." / "data" / "agent", mirror=False)
             break

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -201,6 +203,37 @@ def test_a_purge_waits_for_a_timed_out_query_still_running(data_dir: Path) -> No
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
         assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
     assert sorted(p.name for p in data_dir.iterdir()) == ["agent", "~locks"]
+
+
+def test_a_purge_waits_for_an_untimed_read_in_another_thread(data_dir: Path) -> None:
+    """An untimed query (read mirror off) in another thread has the old instance in hand: the
+    purge's swap waits for it (before, the reopen met RocksDB's lock on the path the old
+    instance still held, and the purge failed). The read gets its answer, the purge erases,
+    and reads after the swap see the fresh copy."""
+    import pyoxigraph as ox
+
+    config = FAST.replace(read_mirror=False)
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
+        remember(mem, "we chose PostgreSQL | the cat is called Miso")
+        mem._store.store.extend([  # type: ignore[union-attr]
+            ox.Quad(ox.NamedNode(f"urn:x:{i}"), ox.NamedNode("urn:x:p"), ox.Literal(str(i)),
+                    ox.DefaultGraph()) for i in range(3000)])
+        answers: list[object] = []
+        reader = threading.Thread(target=lambda: answers.append(mem.sparql(
+            "SELECT (COUNT(*) AS ?c) WHERE { ?a <urn:x:p> ?b . ?c <urn:x:p> ?d }",
+            timeout=None, limit=None)))
+        reader.start()
+        deadline = time.monotonic() + 10
+        while not mem._store._users.active:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline and reader.is_alive()
+            time.sleep(0.001)
+        assert mem.forget([_ids(mem)["the cat is called Miso"]], purge=True) == 1
+        reader.join(timeout=600)
+        assert answers == [[{"c": 3000 * 3000}]]
+        assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
+    assert files_holding(data_dir / "agent", "Miso") == []
+    with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
+        assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
 
 
 def test_purge_keeps_other_agents_and_stays_valid(
