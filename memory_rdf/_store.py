@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import glob
+import io
 import logging
 import os
 import queue
@@ -2290,13 +2291,19 @@ def _prune_info_logs(path: Path) -> None:
 _BACKUP_FORMATS = {"nquads": ox.RdfFormat.N_QUADS, "trig": ox.RdfFormat.TRIG}
 
 
-def restore_backup(path: Path, source: Path, fmt: str, agent_id: str) -> None:
+#: A restore's progress: (bytes of the backup read, its size).
+RestoreProgress = Callable[[int, int], None]
+
+
+def restore_backup(path: Path, source: Path, fmt: str, agent_id: str,
+                   progress: RestoreProgress | None = None) -> None:
     """Make the agent directory ``path`` from the backup ``source`` (``fmt``: ``nquads`` or
     ``trig``), checked to be one agent's store of this schema version, its metadata taking
     ``agent_id`` (:func:`memory_rdf.backup.restore`). Under the agent's writer lock from the
     first check to the rename: no other open or restore of the agent runs meanwhile. The
     store is built in a directory of its own (``{agent}~restore-…``, made for this call) and
-    renamed into place once complete; an error removes it and leaves no agent behind."""
+    renamed into place once complete; an error removes it and leaves no agent behind.
+    ``progress`` is told how much of the file is loaded as the load goes."""
     lock = AgentLock(path, f"cannot restore agent {agent_id!r}")
     try:
         if (path / STORE_MARKER).is_file():
@@ -2312,7 +2319,7 @@ def restore_backup(path: Path, source: Path, fmt: str, agent_id: str) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
         building = Path(tempfile.mkdtemp(prefix=f"{path.name}~restore-", dir=path.parent))
         try:
-            _load_backup(building, source, fmt, agent_id)
+            _load_backup(building, source, fmt, agent_id, progress)
             if path.is_dir():
                 path.rmdir()  # the empty directory checked above (Windows renames onto nothing)
             os.rename(building, path)
@@ -2323,7 +2330,8 @@ def restore_backup(path: Path, source: Path, fmt: str, agent_id: str) -> None:
         lock.release()
 
 
-def _load_backup(building: Path, source: Path, fmt: str, agent_id: str) -> None:
+def _load_backup(building: Path, source: Path, fmt: str, agent_id: str,
+                 progress: RestoreProgress | None) -> None:
     """Load and check the backup in the fresh directory ``building``; the store is released
     (its RocksDB lock gone) when this returns, whether or not it raised."""
     store: ox.Store | None = None
@@ -2333,7 +2341,12 @@ def _load_backup(building: Path, source: Path, fmt: str, agent_id: str) -> None:
         except OSError as exc:
             raise StoreError(f"cannot make the store {building}: {exc}") from exc
         try:
-            store.bulk_load(path=str(source), format=_BACKUP_FORMATS[fmt])
+            if progress is None:
+                store.bulk_load(path=str(source), format=_BACKUP_FORMATS[fmt])
+            else:
+                with open(source, "rb", buffering=0) as raw:
+                    counted = io.BufferedReader(_ReadCounter(raw, progress), _ReadCounter.STEP)
+                    store.bulk_load(input=counted, format=_BACKUP_FORMATS[fmt])
         except SyntaxError as exc:
             raise InvalidInputError(
                 f"{source} is not a memory_rdf backup: not valid {fmt} ({exc})"
@@ -2350,6 +2363,33 @@ def _load_backup(building: Path, source: Path, fmt: str, agent_id: str) -> None:
     finally:
         store = None
         gc.collect()  # the last reference going away releases the lock (SPEC §7)
+
+
+class _ReadCounter(io.RawIOBase):
+    """A file read by the bulk loader, telling ``progress`` how far it got at every read.
+    Read through a buffer of STEP bytes: the loader asks for ~2 kB at a time, a Python call
+    each (114,485 calls and 13.6–14.3 s against 12.0–13.3 s for the loader reading the file
+    itself, on a 231 MB N-Quads file); through the buffer, 224 calls and no time measurably
+    lost (9.4–9.8 s against 8.9–11.2 s)."""
+
+    STEP = 2**20
+
+    def __init__(self, raw: io.FileIO, progress: RestoreProgress) -> None:
+        super().__init__()
+        self._raw = raw
+        self._progress = progress
+        self._size = os.fstat(raw.fileno()).st_size
+        self._read = 0
+        progress(0, self._size)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer) or 0
+        self._read += n
+        self._progress(self._read, max(self._size, self._read))
+        return n
 
 
 def _check_backup(store: ox.Store, source: Path, agent_id: str) -> None:

@@ -22,6 +22,7 @@ makes a new agent of it, in any data directory.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ def export(agent_id: str, data_dir: DataDir = None, *, format: str = "nquads") -
 
 
 def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = None, *,
-            format: str | None = None) -> dict[str, Any]:
+            format: str | None = None,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Make the new agent ``agent_id`` in ``data_dir`` from the backup file ``source``
     (N-Quads or TriG, as :func:`export` writes; ``format`` None: from the suffix, ``.nq`` or
     ``.trig``). The backup may come from another agent id or another machine: the store's
@@ -62,6 +64,10 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
     no agent can have) and takes the agent's name only once complete and checked, under the
     agent's writer lock: an error leaves no agent behind, and no other process or thread opens
     or restores the agent meanwhile.
+
+    ``progress(loaded, size)``, if given, is called with the bytes of the file loaded so far
+    and its size as the load goes (every MiB, from the calling thread), for a progress bar:
+    ``memory-rdf import`` shows one on a terminal.
 
     Raises:
         InvalidInputError: an invalid id, an agent that already has a store, a format that
@@ -82,7 +88,7 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
     fmt = _format_of(Path(source), format)
     if not Path(source).is_file():
         raise StoreError(f"cannot read the backup {source}: no such file")
-    restore_backup(path, Path(source), fmt, agent_id)
+    restore_backup(path, Path(source), fmt, agent_id, progress)
     return stats(agent_id, data_dir)
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -942,7 +943,16 @@ def import_(agent: str, backup_file: Path, fmt: str | None, data_dir: Where) -> 
       memory-rdf export demo -o demo-backup.nq && memory-rdf import demo-copy demo-backup.nq
     """
     _agent(agent)
-    result = backup.restore(agent, backup_file, data_dir, format=fmt)
+    err = _stderr()
+    if err.is_terminal:
+        with Progress(TextColumn("Restoring"), BarColumn(), DownloadColumn(),
+                      TimeElapsedColumn(), console=err) as bar:
+            task = bar.add_task("Restoring", total=None)
+            result = backup.restore(
+                agent, backup_file, data_dir, format=fmt,
+                progress=lambda done, size: bar.update(task, completed=done, total=size))
+    else:
+        result = backup.restore(agent, backup_file, data_dir, format=fmt)
     nodes = result["nodes"]
     _say(_stderr(), f"restored agent {agent!r} from {backup_file}: {nodes} "
                     f"{'memory' if nodes == 1 else 'memories'}, "

@@ -181,6 +181,45 @@ def test_the_command_line_exports_and_imports(source: Path, tmp_path: Path) -> N
     assert not (source / "x").exists()
 
 
+def _padded_backup(source: Path, tmp_path: Path, padding: int) -> Path:
+    """``src``'s backup with ``padding`` bytes of N-Quads comments after it: a file large
+    enough for a restore to report progress along the way."""
+    saved = tmp_path / "src.nq"
+    line = b"# " + b"x" * 97 + b"\n"
+    saved.write_bytes(backup.export("src", source) + line * (padding // len(line)))
+    return saved
+
+
+def test_a_restore_reports_its_progress(source: Path, tmp_path: Path) -> None:
+    saved = _padded_backup(source, tmp_path, 3 * 2**20)
+    size = saved.stat().st_size
+    seen: list[tuple[int, int]] = []
+    after = backup.restore("copy", saved, source, progress=lambda *done: seen.append(done))
+    assert after["nodes"] == inspect.stats("src", source)["nodes"]
+    assert seen[0] == (0, size) and seen[-1] == (size, size)
+    loaded = [done for done, _ in seen]
+    assert loaded == sorted(loaded) and len(set(loaded)) >= 4  # along the way, not only at the end
+    assert {total for _, total in seen} == {size}
+    # a file that is not a backup is refused the same way with progress as without
+    bad = tmp_path / "bad.nq"
+    bad.write_bytes(saved.read_bytes() + b"<not a quad")
+    with pytest.raises(InvalidInputError, match="not valid nquads"):
+        backup.restore("copy2", bad, source, progress=lambda *done: None)
+    assert not (source / "copy2").exists()
+
+
+def test_the_command_line_shows_a_restore_on_a_terminal(source: Path, tmp_path: Path) -> None:
+    saved = _padded_backup(source, tmp_path, 2**20)
+    env = dict(os.environ, TTY_COMPATIBLE="1", COLUMNS="100")  # rich: stderr is a terminal
+    done = subprocess.run(
+        [memory_rdf_command(), "import", "copy", str(saved), "--data-dir", str(source)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120)
+    assert done.returncode == 0, done.stderr
+    size_mb = f"{saved.stat().st_size / 1e6:.1f}"
+    assert "Restoring" in done.stderr and f"{size_mb}/{size_mb} MB" in done.stderr
+    assert "restored agent 'copy'" in done.stderr
+
+
 def test_a_config_does_not_matter_to_a_restore(source: Path, tmp_path: Path) -> None:
     """The backup holds data only: a restored agent opens with any Config."""
     saved = tmp_path / "src.nq"
@@ -206,8 +245,9 @@ def test_a_restore_lets_no_one_in(source: Path, tmp_path: Path,
     seen: list[str] = []
     real_load = store_module._load_backup
 
-    def load_then_compete(building: Path, src: Path, fmt: str, agent_id: str) -> None:
-        real_load(building, src, fmt, agent_id)
+    def load_then_compete(building: Path, src: Path, fmt: str, agent_id: str,
+                          progress: object) -> None:
+        real_load(building, src, fmt, agent_id, progress)
         with pytest.raises(StoreLockedError):
             backup.restore("copy", saved, source)  # a second restore of the same id
         with pytest.raises(StoreLockedError):
