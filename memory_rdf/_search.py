@@ -21,17 +21,15 @@ import functools
 import heapq
 import math
 import re
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from memory_rdf._config import Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._store import MemoryStore, lit, node_id, render
-from memory_rdf._text import is_cjk_text, tokenize, tokenize_for_index
+from memory_rdf._text import ENGLISH_WORD, is_cjk_text, stem, tokenize, tokenize_for_index
 
 #: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
 #: while their document frequencies fit in this budget (the rarest always is, its postings
@@ -69,28 +67,6 @@ STRENGTH_EXPONENT = 0.1
 #: reply follows it (:meth:`Searcher.render`).
 QUESTION_MARKS = ("?", "？")
 
-_ENGLISH_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-_STEMMER_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=1)
-def _english_stemmer() -> Any:
-    import snowballstemmer  # type: ignore[import-untyped]
-
-    return snowballstemmer.stemmer("english")
-
-
-@functools.lru_cache(maxsize=65_536)
-def stem(term: str) -> str:
-    """An index term's word stem for the ranking: English words (ASCII letters) through the
-    Snowball English stemmer ("painted", "painting", "paints" → "paint"); anything else —
-    Chinese words, numbers, "gpt-4" — as it is."""
-    if _ENGLISH_WORD.fullmatch(term):
-        with _STEMMER_LOCK:  # a Snowball stemmer keeps its word in itself while it works
-            return str(_english_stemmer().stemWord(term))
-    return term
-
-
 #: Endings tried for the other forms of an English query word (:func:`word_forms`).
 _ENDINGS = ("", "e", "s", "es", "ed", "ing", "er", "ers", "ion", "ions", "al", "ly")
 
@@ -99,7 +75,7 @@ def word_forms(term: str) -> list[str]:
     """Other forms of an English query word that share its stem (:func:`stem`) — "vacationed"
     → "vacation", "vacations", … — for the keyword entry to look up among the index terms
     (exact terms, so the index stays as stored). Words that are not English letters: none."""
-    if not _ENGLISH_WORD.fullmatch(term):
+    if not ENGLISH_WORD.fullmatch(term):
         return []
     root = stem(term)
     bases = {root, root[:-1] + "y"} if root.endswith("i") else {root}
