@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -16,6 +17,7 @@ from memory_rdf._text import (
     index_terms,
     is_cjk_text,
     split_sentences,
+    text_units,
     tokenize,
     tokenize_for_index,
 )
@@ -262,6 +264,76 @@ def test_segment_merges_only_short_exchanges() -> None:
     assert 100 < len(zh) <= 200
     assert HeuristicModel().segment(zh) == [zh]
     assert len(HeuristicModel(merge_chars=50).segment(zh)) == 2
+
+
+# One stretch of a conversation said in English and in Chinese (decision 20 of
+# benchmarks/RECALL.md).
+SESSION_EN = [
+    ("user", "The payment webhook times out under load, so bookings stay stuck in pending."),
+    ("assistant", "Webhooks must answer fast. What does the handler do before it replies?"),
+    ("user", "It sends the confirmation email and syncs the calendar, eight seconds at worst."),
+    ("assistant", "Push the email and the calendar sync to a queue and reply at once."),
+    ("user", "We moved both to a RabbitMQ queue; the webhook now answers in 120 milliseconds."),
+    ("assistant", "From eight seconds to 120 milliseconds, nice. Make the consumers idempotent."),
+]
+SESSION_ZH = [
+    ("user", "压测时发现支付回调经常超时，订单一直显示待支付，用户投诉很多。"),
+    ("assistant", "回调必须尽快返回。你们的回调接口在返回之前都做了哪些事？"),
+    ("user", "回调里同步发确认邮件，还要同步课程日历，最慢的时候要 8 秒多。"),
+    ("assistant", "把发邮件和同步日历放进消息队列异步处理，回调马上返回成功。"),
+    ("user", "我们把这两件事放进了 RabbitMQ 队列，现在回调平均 120 毫秒就返回。"),
+    ("assistant", "从 8 秒降到 120 毫秒，效果很明显。队列的消费者也要做成幂等。"),
+]
+
+
+def _chat(messages: list[tuple[str, str]]) -> str:
+    return "\n".join(f"{role}: {content}" for role, content in messages)
+
+
+def test_text_units_count_a_han_character_as_two_letters() -> None:
+    assert text_units("") == 0
+    assert text_units("JWT expiry") == len("JWT expiry")
+    assert text_units("JWT 过期") == len("JWT ") + 2 * 2
+    assert text_units("，。") == 2  # punctuation is one unit, whatever its width
+    en, zh = _chat(SESSION_EN), _chat(SESSION_ZH)
+    assert len(en) > 1.5 * len(zh)  # in characters the English is far longer ...
+    assert 0.8 < text_units(en) / text_units(zh) < 1.3  # ... in units much less so
+
+
+def test_segment_merges_a_conversation_in_english_as_in_chinese() -> None:
+    """A session remembered at once becomes a few memories in either language: before, each
+    English message (80 characters or more) stayed a memory of its own, so six messages made
+    six memories — more than the focus holds — where the same words in Chinese made one or
+    two (decision 20)."""
+    model = HeuristicModel()
+    en, zh = model.segment(_chat(SESSION_EN)), model.segment(_chat(SESSION_ZH))
+    lines = _chat(SESSION_EN).split("\n")
+    # no two English lines fit in merge_chars: in characters, nothing would merge
+    pairs = zip(lines, lines[1:], strict=False)
+    assert all(len(a) + 1 + len(b) > model.merge_chars for a, b in pairs)
+    assert 1 <= len(zh) <= 2 and 1 <= len(en) <= 2, (zh, en)
+    assert "\n".join(en) == _chat(SESSION_EN)  # merged whole messages, nothing lost
+    # "webhook" and "Webhooks" are one word: the first two messages share it
+    assert en[0].startswith(_chat(SESSION_EN[:2]))
+    # One exchange keeps its two longer turns apart in English (decision 15), while a
+    # Chinese one merges as before
+    assert len(model.segment(_chat(SESSION_EN[:2]))) == 2
+    assert model.segment(_chat(SESSION_ZH[:2])) == [_chat(SESSION_ZH[:2])]
+
+
+def test_remembered_session_fits_the_focus_in_english_as_in_chinese(tmp_path: Path) -> None:
+    """Through the real manager and store with the built-in model: every memory of the session
+    enters the focus (SPEC §5.1 step 4), in English as in Chinese."""
+    from memory_rdf import Config, MemoryManager
+
+    for lang, session in (("en", SESSION_EN), ("zh", SESSION_ZH)):
+        with MemoryManager(lang, data_dir=tmp_path, config=Config(auto_compress=False)) as mem:
+            mem.remember([{"role": r, "content": c} for r, c in session])
+            assert mem.wait_idle(timeout=60)
+            stats = mem.stats()
+            assert 1 <= stats["nodes"] <= 2, (lang, stats)
+            assert len(stats["focus"]) == stats["nodes"]
+            assert "RabbitMQ" in mem.recall(["RabbitMQ"])
 
 
 def test_segment_never_splits_an_english_word(model: HeuristicModel) -> None:

@@ -31,6 +31,8 @@ from memory_rdf._text import (
     normalize,
     split_clauses,
     split_sentences,
+    stem,
+    text_units,
     tokenize,
     tokens,
     word_set,
@@ -531,8 +533,9 @@ def _pieces(body: str, budget: int) -> list[str]:
 
 # --------------------------------------------------------------------------- the model
 
-#: Text that is mostly Chinese (``is_cjk_text``) merges up to this many times ``merge_chars``.
-CJK_MERGE_FACTOR = 2
+#: A text of more than two messages (a conversation, not one exchange) merges up to this many
+#: times ``merge_chars`` in :func:`~memory_rdf._text.text_units`; so does mostly Chinese text.
+CONVERSATION_MERGE_FACTOR = 4
 
 
 class HeuristicModel:
@@ -541,13 +544,19 @@ class HeuristicModel:
     ``max_segment_chars`` bounds the length of every segment (role labels included): a message
     that fits stays one segment, so what was said in one turn stays findable in one memory
     (measured on LoCoMo: ``benchmarks/RECALL.md``); a longer one is cut into pieces.
-    Consecutive short messages that share a word are merged while the segment stays within
-    ``merge_chars`` (and ``max_segment_chars``): 100 by default, so a short question and its
-    short answer stay one memory, while longer turns stay one memory each (merged up to 200,
-    the earlier default, English two-turn memories were compressed sooner and found less
-    often by recall: ``benchmarks/RECALL.md``, decision 15). Text that is mostly Chinese
-    merges up to ``CJK_MERGE_FACTOR`` times ``merge_chars`` (a Han character carries about
-    what two Latin letters do; the Chinese measurements and the demo were made at 200).
+    Consecutive short messages that share a word (English words compared by their stems)
+    are merged while the segment stays within a length counted in
+    :func:`~memory_rdf._text.text_units` (a Han character counts two, as it says about what
+    two Latin letters do), so Chinese and English are merged by one rule:
+
+    - one exchange (a text of one or two messages): ``merge_chars`` (100) units, so a short
+      question and its short answer stay one memory while two longer turns stay one memory
+      each (merged up to 200, English exchanges were compressed sooner and found less often
+      by recall: ``benchmarks/RECALL.md``, decision 15); mostly Chinese text as a conversation
+      (kept as it was: nothing measured it in Chinese);
+    - a conversation (more messages): ``CONVERSATION_MERGE_FACTOR`` times that, 400 units
+      (200 Han characters, what Chinese always merged up to), so a session remembered at once
+      becomes a few memories in English too, not one per message (decision 20).
     """
 
     def __init__(self, max_segment_chars: int = 400, merge_chars: int = 100) -> None:
@@ -572,24 +581,28 @@ class HeuristicModel:
         """Cut chat text (``"{role}: {content}"`` lines) into segments of at most
         ``max_segment_chars`` characters, each line keeping its role label: a message that
         fits whole, a longer one in pieces; consecutive short messages that share a word
-        merged while the segment stays within ``merge_chars``."""
+        merged while the segment stays within its merge length (:meth:`_merge_cap`)."""
         limit = self.max_segment_chars
+        messages = _parse_messages(text)
+        conversation = len(messages) > 2
         segments: list[str] = []
         # The open segment, while it holds only whole messages and may take another one.
         open_tokens: set[str] | None = None
-        for prefix, body in _parse_messages(text):
+        for prefix, body in messages:
             pieces = _pieces(body, limit - len(prefix))
             if not pieces:
                 continue
             if len(pieces) == 1:
                 line = prefix + pieces[0]
-                toks = {t for t in tokenize(pieces[0]) if _significant(t)}
+                toks = {stem(t) for t in tokenize(pieces[0]) if _significant(t)}
+                merged = segments[-1] + "\n" + line if open_tokens is not None else ""
                 if (
                     open_tokens is not None
                     and toks & open_tokens
-                    and len(segments[-1]) + 1 + len(line) <= self._merge_cap(segments[-1], line)
+                    and len(merged) <= limit
+                    and text_units(merged) <= self._merge_cap(merged, conversation)
                 ):
-                    segments[-1] += "\n" + line
+                    segments[-1] = merged
                     open_tokens |= toks
                 else:
                     segments.append(line)
@@ -599,12 +612,13 @@ class HeuristicModel:
                 open_tokens = None
         return segments
 
-    def _merge_cap(self, segment: str, line: str) -> int:
-        """The longest segment that merging ``line`` into ``segment`` may make: ``merge_chars``,
-        ``CJK_MERGE_FACTOR`` times that for text that is mostly Chinese, never more than
-        ``max_segment_chars``."""
-        factor = CJK_MERGE_FACTOR if is_cjk_text(segment + line) else 1
-        return min(self.merge_chars * factor, self.max_segment_chars)
+    def _merge_cap(self, merged: str, conversation: bool) -> int:
+        """The most :func:`~memory_rdf._text.text_units` a merged segment may have:
+        ``merge_chars`` in one exchange of text that is not mostly Chinese,
+        ``CONVERSATION_MERGE_FACTOR`` times that otherwise."""
+        if conversation or is_cjk_text(merged):
+            return self.merge_chars * CONVERSATION_MERGE_FACTOR
+        return self.merge_chars
 
     # -- process -------------------------------------------------------------------------
 
