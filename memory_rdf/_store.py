@@ -30,6 +30,7 @@ import stat
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import weakref
 from abc import ABC, abstractmethod
@@ -530,6 +531,11 @@ def _store_message(what: str, exc: BaseException) -> str:
         said = exc.strerror + (f" ({exc.filename})" if exc.filename else "")
     if "Corruption" in said:
         return f"{what}: its files are corrupt ({said}); restore it from a backup"
+    if too_many_open_files(exc):
+        limit = _files_limit()
+        return (f"{what}: {said}; this process is at its limit of open files"
+                f"{f' ({limit})' if limit else ''} although idle agents' stores are closed as "
+                "it nears: raise the limit (ulimit -n), or close agents it no longer uses")
     return f"{what}: {said}"
 
 
@@ -658,6 +664,22 @@ class StoreUsers:
         """Wait until no call holds the store."""
         with self._changed:
             self._changed.wait_for(lambda: not self._count)
+
+    @contextlib.contextmanager
+    def alone_if_idle(self) -> Iterator[bool]:
+        """Without waiting: when no call holds the store, keep new ones waiting until the
+        block ends and give True; else give False (and keep no one waiting)."""
+        with self._changed:
+            idle = not self._count and not self._closed_to_new
+            if idle:
+                self._closed_to_new = True
+        try:
+            yield idle
+        finally:
+            if idle:
+                with self._changed:
+                    self._closed_to_new = False
+                    self._changed.notify_all()
 
     @contextlib.contextmanager
     def alone(self) -> Iterator[None]:
@@ -840,6 +862,86 @@ class _MirrorBudget:
 
 
 MIRROR_BUDGET = _MirrorBudget()
+
+
+def _open_files() -> int | None:
+    """How many files this process has open (None where that cannot be told cheaply)."""
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError):
+            return len(os.listdir(listing))
+    return None
+
+
+def _files_limit() -> int | None:
+    """The process's soft limit on open files (None: unknown, or none that binds)."""
+    try:
+        import resource
+    except ImportError:  # Windows: handles, no low per-process limit
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY or soft <= 0 else soft
+
+
+def too_many_open_files(exc: BaseException) -> bool:
+    """``exc`` is the OS refusing a file for the process's open-files limit (EMFILE, as RocksDB
+    words it too)."""
+    return "Too many open files" in str(exc)
+
+
+class _OpenStores:
+    """The agents' stores open on disk for writing in this process, and the files they keep.
+
+    RocksDB keeps every file of a store open: ~20 for a new agent, more as it grows (one per
+    table file). With a common soft limit of 1,024 open files, a process serving many agents
+    (a MemorySystem, ``memory-rdf serve``) failed with "Too many open files" from about the
+    50th. When the process's open files pass ``HIGH`` of its limit as a store opens, the
+    stores used least recently that are idle are parked (:meth:`AgentStore.park`: RocksDB's
+    files closed, the agent's lock kept, reopened at their next use) until they are under
+    ``LOW``. An open that still meets the limit parks every idle store and tries once more."""
+
+    HIGH = 0.7
+    LOW = 0.5
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stores: weakref.WeakSet[AgentStore] = weakref.WeakSet()
+
+    def add(self, store: AgentStore) -> None:
+        with self._lock:
+            self._stores.add(store)
+
+    def discard(self, store: AgentStore) -> None:
+        with self._lock:
+            self._stores.discard(store)
+
+    def make_room(self, opening: AgentStore, *, everything: bool = False) -> int:
+        """Park idle stores (least recently used first) when the process is near its limit
+        of open files (``everything``: every idle store, whatever the count); returns how
+        many were parked."""
+        limit = _files_limit()
+        if limit is None and not everything:
+            return 0
+        used = _open_files()
+        if not everything and (used is None or limit is None or used <= limit * self.HIGH):
+            return 0
+        with self._lock:
+            candidates = sorted((s for s in self._stores if s is not opening and s.parkable),
+                                key=lambda s: s.last_use)
+        parked = 0
+        for store in candidates:
+            if store.park():
+                parked += 1
+                if not everything:
+                    used = _open_files()
+                    if used is None or limit is None or used <= limit * self.LOW:
+                        break
+        if parked:
+            log.info("memory_rdf: parked %d idle agent store(s) to stay under the limit of "
+                     "%s open files", parked, limit)
+        return parked
+
+
+OPEN_STORES = _OpenStores()
 
 #: Updates of at least this much text are applied to the disk store and to a live read mirror
 #: at the same time (AgentStore._commit_at_once): a compression chunk's (360-700 kB of text
@@ -1602,6 +1704,11 @@ class AgentStore(MemoryStore):
         self._agent_lock: AgentLock | None = None
         #: The calls that have the disk store in hand (close and a purge's swap wait for them).
         self._users = StoreUsers()
+        #: Parked (:meth:`park`): RocksDB's files closed while idle, reopened at the next use.
+        self._parked = False
+        self._closing = False  # close() began: never parked nor opened again
+        self._park_lock = threading.Lock()  # a park, an unpark and close(), one at a time
+        self.last_use = time.monotonic()  # of the disk store: what parking goes by
         what = f"cannot open the memory store {path}"
         with _storage_errors(what):
             if path is not None:
@@ -1611,21 +1718,28 @@ class AgentStore(MemoryStore):
             elif read_only:
                 self._store = ox.Store.read_only(str(path))
             else:
+                OPEN_STORES.make_room(self)
                 # The lock first: the crash repair and the checks below must not run while
                 # another writer (a purge's swap, above all) is at work in the directory.
-                self._agent_lock = AgentLock(path, what)
+                try:
+                    self._agent_lock = AgentLock(path, what)
+                except StoreError as exc:
+                    if not (too_many_open_files(exc)
+                            and OPEN_STORES.make_room(self, everything=True)):
+                        raise
+                    self._agent_lock = AgentLock(path, what)
                 try:
                     _finish_rewrite(path)
                     _refuse_foreign_directory(path)
                     _private_directory(path)
-                    self._store = ox.Store(str(path))
-                    _prune_info_logs(path)
+                    self._store = self._open_disk_store(path)
                 except BaseException:
                     self._store = None
                     gc.collect()
                     self._agent_lock.release()
                     self._agent_lock = None
                     raise
+                OPEN_STORES.add(self)
         try:
             self._start_mirror()
         except BaseException:
@@ -1677,13 +1791,94 @@ class AgentStore(MemoryStore):
 
     @property
     def store(self) -> ox.Store:
-        if self._store is None:
-            raise StoreError(f"the memory store {self.path} is closed")
-        return self._store
+        store = self._store
+        if store is None:
+            return self._unpark()
+        self.last_use = time.monotonic()
+        return store
+
+    def _open_disk_store(self, path: Path) -> ox.Store:
+        """RocksDB's store at ``path`` (the agent's lock is held). Refused for the process's
+        limit of open files, it is tried once more after every idle store is parked."""
+        try:
+            store = ox.Store(str(path))
+        except OSError as exc:
+            if not too_many_open_files(exc) or not OPEN_STORES.make_room(self, everything=True):
+                raise
+            store = ox.Store(str(path))
+        _prune_info_logs(path)
+        return store
+
+    # -- parking (many agents in one process) ------------------------------------------------
+
+    @property
+    def parked(self) -> bool:
+        """RocksDB's files are closed while the agent is idle (:meth:`park`)."""
+        return self._parked
+
+    @property
+    def parkable(self) -> bool:
+        """Open on disk for writing, and not building its read mirror (whose thread reads
+        the disk store)."""
+        mirror = self._mirror
+        return (self._store is not None and self.path is not None and not self.read_only
+                and (mirror is None or mirror.state != "loading"))
+
+    def park(self) -> bool:
+        """Close RocksDB's files while no call uses the store (``_OpenStores``): the read
+        mirror is dropped, the agent's lock stays held (no one else opens the agent), and the
+        next use opens the store again (~50 ms for a small agent) and builds the mirror anew.
+        Returns False, changing nothing, when the store is in use (a call holding it, a
+        commit, a flush or compaction running, the mirror being built)."""
+        if not self.parkable or not self._write_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._park_lock, self._users.alone_if_idle() as idle:
+                if self._closing or not idle or not self.parkable or self._busy_upkeep():
+                    return False
+                self._stop_mirror()
+                try:
+                    with self._upkeep, _storage_errors(f"cannot flush {self.path}"):
+                        self.store.flush()
+                except StoreError:
+                    self._start_mirror()
+                    return False
+                self._store = None
+                self._parked = True
+                gc.collect()  # the last reference going away closes RocksDB (SPEC §7)
+                return True
+        finally:
+            self._write_lock.release()
+
+    def _busy_upkeep(self) -> bool:
+        optimizer = self._optimizer
+        with self._flusher_lock:
+            flushing = self._flusher is not None
+        return flushing or (optimizer is not None and optimizer.is_alive())
+
+    def _unpark(self) -> ox.Store:
+        """The disk store opened again after :meth:`park` (StoreError when it is closed)."""
+        with self._park_lock:
+            store = self._store
+            if store is None:
+                if self._closing or not self._parked or self.path is None:
+                    raise StoreError(f"the memory store {self.path} is closed")
+                OPEN_STORES.make_room(self)
+                with _storage_errors(f"cannot open the memory store {self.path} again"):
+                    store = self._open_disk_store(self.path)
+                self._store = store
+                self._parked = False
+                self._start_mirror()
+        self.last_use = time.monotonic()
+        return store
 
     def close(self) -> None:
         """Release the store (and its RocksDB lock): pyoxigraph has no close(), the last
         reference going away is what unlocks it (SPEC §7)."""
+        with self._park_lock:
+            self._closing = True  # no park, and no call opens it again
+            self._parked = False
+        OPEN_STORES.discard(self)
         self._stop_mirror()
         if self._optimizer is not None:
             self._optimizer.join()
@@ -1725,6 +1920,8 @@ class AgentStore(MemoryStore):
         threading.Thread(target=release_later, name="memory-rdf-release", daemon=True).start()
 
     def flush(self) -> None:
+        if self._parked:
+            return  # flushed when it was parked; nothing written since
         with (self._users.hold(), self._upkeep,
               _storage_errors(f"cannot flush the memory store {self.path}")):
             self.store.flush()
@@ -1752,6 +1949,7 @@ class AgentStore(MemoryStore):
             or self.path is None
             or self._commits_since_optimize < self.OPTIMIZE_AFTER_COMMITS
             or (self._optimizer is not None and self._optimizer.is_alive())
+            or self._store is None  # parked (nothing written since) or closed
         ):
             return False
         self._commits_since_optimize = 0
@@ -1936,6 +2134,7 @@ class AgentStore(MemoryStore):
         """The update applied to both stores (the write lock is held: a purge's swap, which
         holds it too, cannot be under way)."""
         with self._users.hold():
+            self.store  # noqa: B018 - opened again first if parked, with its mirror loading
             mirror = self._mirror
             if (mirror is not None and mirror.store is not None
                     and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):

@@ -211,6 +211,7 @@ def test_a_restore_reports_its_progress(source: Path, tmp_path: Path) -> None:
 def test_the_command_line_shows_a_restore_on_a_terminal(source: Path, tmp_path: Path) -> None:
     saved = _padded_backup(source, tmp_path, 2**20)
     env = dict(os.environ, TTY_COMPATIBLE="1", COLUMNS="100")  # rich: stderr is a terminal
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     done = subprocess.run(
         [memory_rdf_command(), "import", "copy", str(saved), "--data-dir", str(source)],
         cwd=tmp_path, env=env, capture_output=True, text=True, encoding="utf-8", timeout=120)

@@ -1,0 +1,142 @@
+"""Many agents in one process: RocksDB keeps every file of an open store open (~20 for a new
+agent), so a process serving agents under a common limit of 1,024 open files failed with "Too
+many open files" from about the 50th. Idle agents' stores are now parked (RocksDB's files
+closed, the agent's lock kept) as the limit nears, and opened again at their next use."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from memory_rdf import StoreError, StoreLockedError
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Sixty agents under a limit of 256 open files (twelve open stores' worth): each remembers,
+# recalls, then four threads remember and query across all of them at once; every memory is
+# there when the agents are opened again.
+_MANY = r"""
+import os, resource, sys, threading
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+from memory_rdf import MemorySystem
+
+data, n = sys.argv[1], 60
+with MemorySystem(data_dir=data) as system:
+    for i in range(n):
+        system.agent(f"a{i}").remember([{"role": "user", "content": f"agent {i} keeps {i * 7}"}])
+    for i in range(n):
+        mem = system.agent(f"a{i}")
+        assert mem.wait_idle(120)
+        assert f"agent {i} keeps {i * 7}" in mem.recall([str(i * 7)], entry="both"), i
+    parked = sum(system.agent(f"a{i}")._store.parked for i in range(n))
+    errors = []
+
+    def work(first):
+        try:
+            for i in range(first, n, 4):
+                mem = system.agent(f"a{i}")
+                mem.remember([{"role": "user", "content": f"second fact {i}"}])
+                assert mem.sparql("ASK { ?n a memory:Node }")
+                assert mem.stats()["nodes"] >= 1
+        except Exception as exc:
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(n):
+        assert system.agent(f"a{i}").wait_idle(120)
+with MemorySystem(data_dir=data) as system:
+    for i in range(n):
+        texts = " | ".join(m["content"] for m in system.agent(f"a{i}").memories(limit=None))
+        assert f"agent {i} keeps {i * 7}" in texts and f"second fact {i}" in texts, (i, texts)
+print("parked", parked)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_NOFILE is POSIX")
+def test_sixty_agents_under_a_limit_of_256_open_files(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-c", _MANY, str(tmp_path / "data")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    parked = int(run.stdout.split("parked")[-1])
+    assert parked >= 30, run.stdout  # most of the sixty were parked, and came back
+
+
+def test_a_parked_store_keeps_its_lock_and_opens_again_at_its_next_use(tmp_path: Path) -> None:
+    from memory_rdf import _vocab as V
+    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+
+    path = tmp_path / "data" / "agent"
+    store = AgentStore(path, mirror=True)
+    assert store.wait_mirror(60)
+    batch = WriteBatch()
+    batch.insert([triple(node_ref("n1"), V.CONTENT, lit("before the park"))])
+    store.commit(batch)
+    assert store.park() and store.parked and store.mirror_state == "off"
+    assert not store.park()  # already parked
+    with pytest.raises(StoreLockedError):  # the agent stays held while parked
+        AgentStore(tmp_path / "data" / ".." / "data" / "agent")
+    # a read opens it again (from disk while the mirror builds anew)
+    assert store.rows("SELECT ?c WHERE { ?n memory:content ?c }") == [("before the park",)]
+    assert not store.parked
+    assert store.wait_mirror(60) and store.park()  # (not while the build reads the store)
+    batch = WriteBatch()  # a write opens it again too
+    batch.insert([triple(node_ref("n2"), V.CONTENT, lit("after the park"))])
+    store.commit(batch)
+    assert store.wait_mirror(60)
+    assert sorted(store.rows("SELECT ?c WHERE { ?n memory:content ?c }")) == [
+        ("after the park",), ("before the park",)]
+    assert store.park()
+    store.close()  # closing a parked store releases the agent
+    assert not store.park()
+    with pytest.raises(StoreError, match="closed"):
+        store.rows("SELECT * WHERE { ?s ?p ?o }")
+    again = AgentStore(tmp_path / "data" / ".." / "data" / "agent", mirror=False)
+    assert len(again.rows("SELECT ?c WHERE { ?n memory:content ?c }")) == 2
+    again.close()
+
+
+def test_a_store_in_use_is_not_parked(tmp_path: Path) -> None:
+    """A read in another thread holds the store: park() refuses instead of waiting."""
+    from memory_rdf._store import AgentStore
+
+    store = AgentStore(tmp_path / "agent", mirror=False)
+    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
+    store.store.update(f"INSERT DATA {{ {rows} }}")
+    answers: list[object] = []
+    reader = threading.Thread(target=lambda: answers.append(store.user_query(
+        "SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }")))
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not store._users.active:
+        assert time.monotonic() < deadline and reader.is_alive()
+        time.sleep(0.001)
+    assert not store.park() and not store.parked
+    reader.join(timeout=600)
+    assert answers == [[{"n": 3000 * 3000}]]
+    assert store.park()
+    store.close()
+
+
+def test_the_limit_of_open_files_is_said_plainly() -> None:
+    from memory_rdf._store import _store_message
+
+    said = _store_message("cannot open the memory store d/a",
+                          OSError(errno.EMFILE, "Too many open files"))
+    assert said.startswith("cannot open the memory store d/a: Too many open files; this "
+                           "process is at its limit of open files")
+    assert "ulimit -n" in said
