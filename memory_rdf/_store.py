@@ -1819,10 +1819,12 @@ class AgentStore(MemoryStore):
     @property
     def parkable(self) -> bool:
         """Open on disk for writing, and not building its read mirror (whose thread reads
-        the disk store)."""
+        the disk store) nor without the mirror it wants (a purge or a bulk load stopped it
+        while it works on the store; an unpark would start one beside it)."""
         mirror = self._mirror
         return (self._store is not None and self.path is not None and not self.read_only
-                and (mirror is None or mirror.state != "loading"))
+                and (mirror.state != "loading" if mirror is not None
+                     else self._mirror_wanted is False))
 
     def park(self) -> bool:
         """Close RocksDB's files while no call uses the store (``_OpenStores``): the read
@@ -1980,7 +1982,9 @@ class AgentStore(MemoryStore):
         new, old = _rewrite_dirs(path)
         dump = _rewrite_dump(path)
         # The read mirror is built again from the fresh copy: an in-memory store keeps the
-        # strings of what was deleted from it, too (reads go to disk meanwhile).
+        # strings of what was deleted from it, too (reads go to disk meanwhile). A parked
+        # store is opened first: opened during the rewrite, it would start a mirror of its own.
+        self.store  # noqa: B018
         self._stop_mirror()
         try:
             self._rewrite(path, new, old, dump)
@@ -2051,6 +2055,7 @@ class AgentStore(MemoryStore):
 
     def bulk_load_nquads(self, path: Path) -> None:
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
+        self.store  # noqa: B018 - opened first if parked (opening starts a mirror: stopped here)
         self._stop_mirror()  # the load bypasses commit(): the mirror is built again after it
         try:
             with (self._users.hold(),

@@ -140,3 +140,29 @@ def test_the_limit_of_open_files_is_said_plainly() -> None:
     assert said.startswith("cannot open the memory store d/a: Too many open files; this "
                            "process is at its limit of open files")
     assert "ulimit -n" in said
+
+
+def test_a_purge_of_a_parked_agent(tmp_path: Path) -> None:
+    """A purge (a rewrite of the store) opens a parked store first and builds one mirror
+    after it, as for a store that was never parked; what it erased is in no file."""
+    from memory_rdf import MemoryManager
+
+    from helpers import FAST, ScriptedModel, remember
+
+    with MemoryManager("agent", data_dir=tmp_path, config=FAST.replace(read_mirror=True),
+                       model=ScriptedModel()) as mem:
+        remember(mem, "we chose PostgreSQL | the vault code is Wallaby")
+        store = mem._store
+        assert store.wait_mirror(60) and store.park()
+        ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
+        assert store.wait_mirror(60) and store.park()
+        assert mem.forget([ids["the vault code is Wallaby"]], purge=True) == 1
+        assert store.wait_mirror(60) and store.park()
+        store.rewrite()  # straight on a parked store (a forget commits first, which opens it)
+        assert store.wait_mirror(60) and store.mirror_state == "on"
+        assert mem.recall(["PostgreSQL"], entry="both").count("PostgreSQL") == 1
+        mirrors = [t for t in threading.enumerate() if t.name == "memory-rdf-mirror"]
+        assert all(not t.is_alive() for t in mirrors)
+    leaked = [p for p in (tmp_path / "agent").rglob("*") if p.is_file()
+              and b"Wallaby" in p.read_bytes()]
+    assert leaked == []
