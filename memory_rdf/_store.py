@@ -2394,8 +2394,9 @@ class AgentLock:
                 holder = _OPEN_AGENTS.get(key)
                 if holder is not None:
                     raise StoreLockedError(
-                        f"{what}: held by another process (or already open in this one: as "
-                        f"{holder}); close it there first, or inspect it read-only"
+                        f"{what}: already open in this process (as {holder}): close that "
+                        "MemoryManager or MemorySystem first (close(), or open it in a `with` "
+                        "block), or keep using it; MemorySystem.agent() gives the open one"
                     )
                 _OPEN_AGENTS[key] = str(path)
                 self._key = key

@@ -319,7 +319,7 @@ def test_one_store_under_another_spelling_is_held_too(tmp_path: Path, model: Scr
         for rounds in range(2):
             for data_dir in spellings:
                 other = MemoryManager("bot", data_dir=data_dir, config=FAST, model=model)
-                with pytest.raises(StoreLockedError, match="already open in this one"):
+                with pytest.raises(StoreLockedError, match="already open in this process"):
                     other.initialize()
                 other.close()
             if rounds == 0:
