@@ -113,6 +113,47 @@ def remember(mem: MemoryManager, *contents: str) -> None:
     assert mem.wait_idle(timeout=30)
 
 
+#: An aggregate that runs for about a second over what :func:`fill_for_a_heavy_count` writes
+#: (a COUNT is computed inside ``Store.query``: nothing stops it once it started).
+HEAVY_COUNT = "SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }"
+
+
+def fill_for_a_heavy_count(store: Any) -> list[dict[str, int]]:
+    """Write 3,000 triples into the ``AgentStore`` ``store`` (around the library: a test's
+    own data) for :data:`HEAVY_COUNT`; returns its answer."""
+    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
+    store.store.update(f"INSERT DATA {{ {rows} }}")
+    return [{"n": 3000 * 3000}]
+
+
+def read_in_another_thread(store: Any, read: Callable[[], Any]) -> tuple[threading.Thread,
+                                                                         list[Any]]:
+    """Start ``read`` in a thread and return once it has the ``AgentStore`` ``store`` in hand;
+    the thread and the list its answer goes to."""
+    answers: list[Any] = []
+    reader = threading.Thread(target=lambda: answers.append(read()))
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not store._users.active:
+        assert time.monotonic() < deadline and reader.is_alive(), "the read never started"
+        time.sleep(0.001)
+    return reader, answers
+
+
+def open_once_released(open_store: Callable[[], Any], timeout: float = 30) -> Any:
+    """``open_store()`` retried while it raises StoreLockedError (a lock released by a thread
+    of its own once a read ended), for up to ``timeout`` seconds."""
+    from memory_rdf import StoreLockedError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return open_store()
+        except StoreLockedError:
+            assert time.monotonic() < deadline, "the agent was never released"
+            time.sleep(0.05)
+
+
 def memory_rdf_command() -> str:
     """The installed ``memory-rdf`` console script of this interpreter's environment (next to
     ``sys.executable``; else the one on PATH). Fails, not skips, when it is missing: the

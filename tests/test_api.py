@@ -30,7 +30,16 @@ from memory_rdf import (
 )
 from memory_rdf import _vocab as V
 
-from helpers import FAST, ScriptedModel, remember, say
+from helpers import (
+    FAST,
+    HEAVY_COUNT,
+    ScriptedModel,
+    fill_for_a_heavy_count,
+    open_once_released,
+    read_in_another_thread,
+    remember,
+    say,
+)
 
 
 def _files(root: Path) -> list[str]:
@@ -657,11 +666,9 @@ def test_a_query_still_running_after_close_keeps_the_agent_held(tmp_path: Path) 
 
     data = tmp_path / "data"
     store = AgentStore(data / "agent", mirror=False)
-    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
-    store.store.update(f"INSERT DATA {{ {rows} }}")
+    fill_for_a_heavy_count(store)
     with pytest.raises(QueryTimeoutError):
-        store.user_query("SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }",
-                         timeout=0.05)
+        store.user_query(HEAVY_COUNT, timeout=0.05)
     store.close()
     running = [t for t in threading.enumerate() if t.name == "memory-rdf-sparql"]
     assert running and store._users.active, "the aggregate ended in its timeout: make it heavier"
@@ -669,14 +676,7 @@ def test_a_query_still_running_after_close_keeps_the_agent_held(tmp_path: Path) 
         AgentStore(data / ".." / "data" / "agent", mirror=False)
     for thread in running:
         thread.join(timeout=600)
-    deadline = time.monotonic() + 30
-    while True:  # released by a thread of its own once the query ended
-        try:
-            again = AgentStore(data / ".." / "data" / "agent", mirror=False)
-            break
-        except StoreLockedError:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+    again = open_once_released(lambda: AgentStore(data / ".." / "data" / "agent", mirror=False))
     assert again.ask("ASK { <urn:s1> <urn:p> 1 }")
     again.close()
 
@@ -691,30 +691,15 @@ def test_an_untimed_read_in_another_thread_keeps_the_agent_held_after_close(
 
     data = tmp_path / "data"
     store = AgentStore(data / "agent", mirror=False)
-    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
-    store.store.update(f"INSERT DATA {{ {rows} }}")
-    answers: list[object] = []
-    reader = threading.Thread(target=lambda: answers.append(store.user_query(
-        "SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }")))
-    reader.start()
-    deadline = time.monotonic() + 10
-    while not store._users.active:  # the read has the store in hand
-        assert time.monotonic() < deadline and reader.is_alive()
-        time.sleep(0.001)
+    answer = fill_for_a_heavy_count(store)
+    reader, answers = read_in_another_thread(store, lambda: store.user_query(HEAVY_COUNT))
     store.close()
     assert reader.is_alive(), "the query ended before close(): make it heavier"
     with pytest.raises(StoreLockedError):
         AgentStore(data / ".." / "data" / "agent", mirror=False)
     reader.join(timeout=600)
-    assert answers == [[{"n": 3000 * 3000}]]
-    deadline = time.monotonic() + 30
-    while True:  # released by a thread of its own once the read ended
-        try:
-            again = AgentStore(data / ".." / "data" / "agent", mirror=False)
-            break
-        except StoreLockedError:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+    assert answers == [answer]
+    again = open_once_released(lambda: AgentStore(data / ".." / "data" / "agent", mirror=False))
     assert again.ask("ASK { <urn:s1> <urn:p> 1 }")
     again.close()
 

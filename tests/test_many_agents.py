@@ -10,12 +10,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from memory_rdf import StoreError, StoreLockedError
+
+from helpers import HEAVY_COUNT, fill_for_a_heavy_count, read_in_another_thread
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -115,19 +116,11 @@ def test_a_store_in_use_is_not_parked(tmp_path: Path) -> None:
     from memory_rdf._store import AgentStore
 
     store = AgentStore(tmp_path / "agent", mirror=False)
-    rows = " ".join(f"<urn:s{i}> <urn:p> {i} ." for i in range(3000))
-    store.store.update(f"INSERT DATA {{ {rows} }}")
-    answers: list[object] = []
-    reader = threading.Thread(target=lambda: answers.append(store.user_query(
-        "SELECT (COUNT(*) AS ?n) WHERE { ?a <urn:p> ?x . ?b <urn:p> ?y }")))
-    reader.start()
-    deadline = time.monotonic() + 10
-    while not store._users.active:
-        assert time.monotonic() < deadline and reader.is_alive()
-        time.sleep(0.001)
+    answer = fill_for_a_heavy_count(store)
+    reader, answers = read_in_another_thread(store, lambda: store.user_query(HEAVY_COUNT))
     assert not store.park() and not store.parked
     reader.join(timeout=600)
-    assert answers == [[{"n": 3000 * 3000}]]
+    assert answers == [answer]
     assert store.park()
     store.close()
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +13,15 @@ import pytest
 
 from memory_rdf import Config, MemoryManager
 
-from helpers import FAST, ScriptedModel, remember, say
+from helpers import (
+    FAST,
+    HEAVY_COUNT,
+    ScriptedModel,
+    fill_for_a_heavy_count,
+    read_in_another_thread,
+    remember,
+    say,
+)
 
 ONE_FOCUS = FAST.replace(focus_limit=1)
 
@@ -185,19 +191,14 @@ def test_a_purge_waits_for_a_timed_out_query_still_running(data_dir: Path) -> No
     a purge's swap went ahead beside it, the reopen failed, the old instance wrote into the
     fresh copy when it went, and the next open deleted the only good copy. The purge now
     waits for such queries; nothing is lost."""
-    import pyoxigraph as ox
-
     from memory_rdf import QueryTimeoutError
 
     config = FAST.replace(read_mirror=False)
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
         remember(mem, "we chose PostgreSQL | the cat is called Miso")
-        mem._store.store.extend([  # type: ignore[union-attr]
-            ox.Quad(ox.NamedNode(f"urn:x:{i}"), ox.NamedNode("urn:x:p"), ox.Literal(str(i)),
-                    ox.DefaultGraph()) for i in range(3000)])
+        fill_for_a_heavy_count(mem._store)
         with pytest.raises(QueryTimeoutError):
-            mem.sparql("SELECT (COUNT(*) AS ?c) WHERE { ?a <urn:x:p> ?b . ?c <urn:x:p> ?d }",
-                       timeout=0.05)
+            mem.sparql(HEAVY_COUNT, timeout=0.05)
         assert mem.forget([_ids(mem)["the cat is called Miso"]], purge=True) == 1
         assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
@@ -210,26 +211,15 @@ def test_a_purge_waits_for_an_untimed_read_in_another_thread(data_dir: Path) -> 
     purge's swap waits for it (before, the reopen met RocksDB's lock on the path the old
     instance still held, and the purge failed). The read gets its answer, the purge erases,
     and reads after the swap see the fresh copy."""
-    import pyoxigraph as ox
-
     config = FAST.replace(read_mirror=False)
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
         remember(mem, "we chose PostgreSQL | the cat is called Miso")
-        mem._store.store.extend([  # type: ignore[union-attr]
-            ox.Quad(ox.NamedNode(f"urn:x:{i}"), ox.NamedNode("urn:x:p"), ox.Literal(str(i)),
-                    ox.DefaultGraph()) for i in range(3000)])
-        answers: list[object] = []
-        reader = threading.Thread(target=lambda: answers.append(mem.sparql(
-            "SELECT (COUNT(*) AS ?c) WHERE { ?a <urn:x:p> ?b . ?c <urn:x:p> ?d }",
-            timeout=None, limit=None)))
-        reader.start()
-        deadline = time.monotonic() + 10
-        while not mem._store._users.active:  # type: ignore[union-attr]
-            assert time.monotonic() < deadline and reader.is_alive()
-            time.sleep(0.001)
+        answer = fill_for_a_heavy_count(mem._store)
+        reader, answers = read_in_another_thread(
+            mem._store, lambda: mem.sparql(HEAVY_COUNT, timeout=None, limit=None))
         assert mem.forget([_ids(mem)["the cat is called Miso"]], purge=True) == 1
         reader.join(timeout=600)
-        assert answers == [[{"c": 3000 * 3000}]]
+        assert answers == [answer]
         assert sorted(_ids(mem)) == ["we chose PostgreSQL"]
     assert files_holding(data_dir / "agent", "Miso") == []
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
