@@ -351,7 +351,9 @@ class MemoryManager:
                 return
             self.closed = True
             if self._initialized:
-                leftovers = self._system._scheduler.remove_agent(self.agent_id, timeout)
+                assert self._store is not None
+                leftovers = self._system._scheduler.remove_agent(
+                    self.agent_id, timeout, on_stopping=self._store.stop_waiting)
                 for task in leftovers:
                     if task.future is not None and not task.future.done():
                         task.future.set_exception(

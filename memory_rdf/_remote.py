@@ -123,18 +123,36 @@ def _check_url(name: str, url: object) -> str:
 
 class Retry:
     """Retries with exponential backoff (``max_retries``, ``retry_initial_delay``,
-    ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx."""
+    ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx.
+
+    :meth:`stop` ends the retrying at once (the agent is closing): the attempt in flight is
+    the last, and a wait between attempts is cut short."""
 
     def __init__(self, max_retries: int, initial: float, maximum: float) -> None:
         import httpx
 
         self.attempts = max_retries + 1
+        self.stopped = threading.Event()
         self._retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.attempts),
+            stop=tenacity.stop_after_attempt(self.attempts)
+            | tenacity.stop_when_event_set(self.stopped),
             wait=tenacity.wait_exponential(multiplier=initial, min=initial, max=maximum),
+            sleep=self._pause,
             retry=tenacity.retry_if_exception_type((httpx.TransportError, _Transient)),
             reraise=True,
         )
+
+    def _pause(self, seconds: float) -> None:
+        self.stopped.wait(seconds)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def said(self) -> str:
+        """How many attempts the last call of this thread made, for an error message."""
+        made = self._retrying.statistics.get("attempt_number", self.attempts)
+        count = f"{made} attempt{'s' if made != 1 else ''}"
+        return f"{count}, then no more: the agent is closing" if self.stopped.is_set() else count
 
     def call(self, fn: Callable[[], T]) -> T:
         return self._retrying(fn)
@@ -263,17 +281,17 @@ class SparqlEndpoint:
             response = retry.call(once)
         except _Transient as exc:
             raise StoreError(
-                f"the SPARQL endpoint {url} kept failing ({exc}) after {retry.attempts} "
-                f"attempts: {_body(exc.response)}"
+                f"the SPARQL endpoint {url} kept failing ({exc}) after {retry.said()}: "
+                f"{_body(exc.response)}"
             ) from exc
         except httpx.TimeoutException as exc:
             raise StoreError(
                 f"the SPARQL endpoint {url} did not answer within {self.timeout:g} s, "
-                f"{retry.attempts} attempts (SparqlEndpoint(timeout=…), Config.max_retries)"
+                f"{retry.said()} (SparqlEndpoint(timeout=…), Config.max_retries)"
             ) from exc
         except httpx.TransportError as exc:
             raise StoreError(
-                f"cannot reach the SPARQL endpoint {url} ({retry.attempts} attempts): "
+                f"cannot reach the SPARQL endpoint {url} ({retry.said()}): "
                 f"{type(exc).__name__}: {exc or 'connection failed'}; is the server running?"
             ) from exc
         if response.status_code >= 400:
@@ -638,9 +656,15 @@ class RemoteStore(MemoryStore):
             except StoreError:
                 continue  # the server is away; the next renewal tries again
 
+    def stop_waiting(self) -> None:
+        """Closing: no more retries for a server that is away (SPEC §8). What is not stored
+        stays journalled for the next initialize; the lease expires if it cannot be released."""
+        self._retry.stop()
+
     def close(self) -> None:
         if self._closed:
             return
+        self._retry.stop()
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()

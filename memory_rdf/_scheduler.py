@@ -154,8 +154,11 @@ class Scheduler:
                 self._thread.start()
             self._cv.notify_all()
 
-    def remove_agent(self, agent_id: str, timeout: float | None) -> list[Task]:
-        """Wait (up to ``timeout``) for the agent's queued user tasks; return the leftovers."""
+    def remove_agent(self, agent_id: str, timeout: float | None,
+                     on_stopping: Callable[[], None] | None = None) -> list[Task]:
+        """Wait (up to ``timeout``) for the agent's queued user tasks; return the leftovers.
+        ``on_stopping`` is called (outside the lock) once the wait is over, before waiting for
+        the step still running: it can make that step give up (a store retrying a server)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cv:
             slot = self._agents.get(agent_id)
@@ -176,6 +179,12 @@ class Scheduler:
                 with self._waiting():
                     self._cv.wait(remaining if remaining is not None else 0.5)
             slot.stopping = True  # whatever is still queued stays journalled
+            if on_stopping is not None and slot.running is not None:
+                self._cv.release()
+                try:
+                    on_stopping()
+                finally:
+                    self._cv.acquire()
             # Never pull the store from under a step that is running right now.
             while slot.running is not None and threading.current_thread() is not self._thread:
                 with self._waiting():

@@ -1679,6 +1679,10 @@ class MemoryStore(ABC):
     def maybe_optimize_in_background(self) -> bool:
         return False
 
+    def stop_waiting(self) -> None:  # noqa: B027 - an embedded store does not wait on a server
+        """The agent is closing and gives up on its work: requests waiting out retries for a
+        server that is away fail now instead (endpoint), so close() is not held for minutes."""
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -336,6 +336,44 @@ def test_server_killed_and_restarted_mid_run_loses_no_accepted_remember(
             mem.close(timeout=10)
 
 
+def _reopen(ep: SparqlEndpoint, agent: str, seconds: float = 15.0) -> MemoryManager:
+    """The agent opened again once the lease its last holder could not release expired."""
+    deadline = time.monotonic() + seconds
+    while True:
+        mem = MemoryManager(agent, endpoint=ep, config=FAST, model=ScriptedModel())
+        try:
+            return mem.initialize()
+        except StoreLockedError:
+            mem.close()
+            assert time.monotonic() < deadline, "the lease never expired"
+            time.sleep(0.2)
+
+
+def test_close_while_the_server_is_down_does_not_wait_out_the_retries(
+    own_server: Server,
+) -> None:
+    # The retries of a real deployment: 16 attempts 1, 2, 4, … 30 s apart, ~5 min a request.
+    # close() used to sit them out for the remember's write, its mark-failed write and the
+    # lease's release, one after another (memory-rdf serve ignored SIGTERM for ~15 minutes).
+    config = Config(auto_compress=False, max_retries=15, retry_initial_delay=1.0,
+                    retry_max_delay=30.0)
+    with own_server.endpoint(timeout=2.0, lease_seconds=2.0) as ep:
+        mem = MemoryManager("closing", endpoint=ep, config=config,
+                            model=ScriptedModel(delay=0.5))
+        mem.initialize()
+        mem.remember(say("accepted before the outage"))
+        time.sleep(0.1)  # the model call is in flight
+        own_server.kill()
+        started = time.monotonic()
+        mem.close(timeout=1)
+        assert time.monotonic() - started < 8
+        own_server.start()
+        with _reopen(ep, "closing") as again:  # the accepted remember stayed journalled
+            assert again.wait_idle(30)
+            assert again.recall(["outage"]) == "[记忆] accepted before the outage"
+            assert again.failed_tasks() == []
+
+
 # ---------------------------------------------------------------------------------------------
 # 4xx answers and auth: a loopback HTTP server that answers what the test tells it
 # ---------------------------------------------------------------------------------------------
