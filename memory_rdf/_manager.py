@@ -33,6 +33,7 @@ from memory_rdf._exceptions import (
     InvalidTypeError,
     MemoryClosedError,
     MemoryRDFError,
+    StoreLockedError,
 )
 from memory_rdf._focus import FocusManager
 from memory_rdf._interrupts import interrupts_held
@@ -43,7 +44,7 @@ from memory_rdf._listing import make_window as _window
 from memory_rdf._nodes import NodeStore
 from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, check_timeout
 from memory_rdf._remember import Rememberer, SegmentationFailed
-from memory_rdf._remote import RemoteStore, SparqlEndpoint
+from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
 from memory_rdf._search import Searcher, Seed
 from memory_rdf._store import AgentStore, MemoryStore, WriteBatch, node_ref, triple
@@ -445,7 +446,11 @@ class MemoryManager:
                          "queued) before this KeyboardInterrupt was raised")
 
     def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
+        outages = 0  # attempts that ended with the SPARQL endpoint away (SPEC §8)
+
         def start() -> Generator[Backoff, None, list[str]]:
+            if outages and not any(t.id == jtask.id for t in self._journal.tasks("pending")):
+                return []  # the write that timed out had landed: the task left the journal
             ids = yield from self._rememberer.run(jtask)
             if self.config.auto_compress:
                 self._system._scheduler.request_slice(self.agent_id)
@@ -457,7 +462,25 @@ class MemoryManager:
             """Segmentation failed: back to the tail after a backoff delay, up to max_retries
             times (SPEC §5.1); any other failure, or too many: kept in the journal as failed,
             and said so in the log."""
-            nonlocal attempts
+            nonlocal attempts, outages
+            if isinstance(exc, EndpointUnavailable | StoreLockedError) and self.endpoint:
+                # Nothing to mark: the journal entry stays pending on the server. While the
+                # agent is open, try again once the server is back (an accepted remember is
+                # never dropped, SPEC §8); closing or after the lease was lost, the next
+                # initialize() of the agent, in whichever process, runs it.
+                if isinstance(exc, EndpointUnavailable) and not self.closed:
+                    outages += 1
+                    delay = max(backoff_delay(self.config, outages), 0.1)
+                    log.warning(
+                        "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
+                        "journalled and queued, trying again in %.1f s", self.agent_id, exc,
+                        delay)
+                    return delay
+                log.warning(
+                    "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
+                    "pending in the journal on the endpoint and runs at the agent's next "
+                    "initialize()", self.agent_id, exc)
+                return None
             total = 1 + self.config.max_retries
             if isinstance(exc, SegmentationFailed):
                 attempts += 1
@@ -472,8 +495,14 @@ class MemoryManager:
                     return delay
                 log_failed_attempt("segment", str(exc), f"attempt {total} of {total}, giving up")
             jtask.attempts = max(attempts, 1)
-            with contextlib.suppress(MemoryRDFError):
+            try:
                 self._journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
+            except MemoryRDFError as unmarked:
+                log.warning(
+                    "memory_rdf: agent %r: a remember failed (%s) and could not be marked "
+                    "failed (%s); it stays pending in the journal and runs at the next "
+                    "initialize()", self.agent_id, exc, unmarked)
+                return None
             log.warning(
                 "memory_rdf: agent %r: a remember failed and is kept as a failed task (see "
                 "stats()['failed_tasks']; requeue it with retry_failed() or "

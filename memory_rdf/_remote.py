@@ -61,8 +61,9 @@ from memory_rdf._store import (
 if TYPE_CHECKING:  # httpx is imported when an endpoint is made, not with the package
     import httpx
 
-__all__ = ["RemoteStore", "SparqlEndpoint", "agent_graphs", "open_remote_for_inspection",
-           "remote_agent_exists", "remote_agents", "wipe_remote_agent"]
+__all__ = ["EndpointUnavailable", "RemoteStore", "SparqlEndpoint", "agent_graphs",
+           "open_remote_for_inspection", "remote_agent_exists", "remote_agents",
+           "wipe_remote_agent"]
 
 T = TypeVar("T")
 
@@ -87,6 +88,12 @@ def agent_graphs(agent_id: str) -> Graphs:
         journal=iri_ref(f"{AGENT}{agent_id}/journal"),
         meta=iri_ref(f"{AGENT}{agent_id}/meta"),
     )
+
+
+class EndpointUnavailable(StoreError):
+    """The endpoint did not answer (connection error, timeout, 5xx) after the retries, or
+    the agent is closing: nothing the request carried is known to be stored, and it may heal
+    by waiting, unlike a 4xx answer."""
 
 
 class _NotApplied(StoreError):
@@ -280,17 +287,17 @@ class SparqlEndpoint:
         try:
             response = retry.call(once)
         except _Transient as exc:
-            raise StoreError(
+            raise EndpointUnavailable(
                 f"the SPARQL endpoint {url} kept failing ({exc}) after {retry.said()}: "
                 f"{_body(exc.response)}"
             ) from exc
         except httpx.TimeoutException as exc:
-            raise StoreError(
+            raise EndpointUnavailable(
                 f"the SPARQL endpoint {url} did not answer within {self.timeout:g} s, "
                 f"{retry.said()} (SparqlEndpoint(timeout=…), Config.max_retries)"
             ) from exc
         except httpx.TransportError as exc:
-            raise StoreError(
+            raise EndpointUnavailable(
                 f"cannot reach the SPARQL endpoint {url} ({retry.said()}): "
                 f"{type(exc).__name__}: {exc or 'connection failed'}; is the server running?"
             ) from exc

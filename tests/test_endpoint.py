@@ -374,6 +374,35 @@ def test_close_while_the_server_is_down_does_not_wait_out_the_retries(
             assert again.failed_tasks() == []
 
 
+def test_a_remember_whose_write_outlasts_the_retries_runs_once_the_server_is_back(
+    own_server: Server, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The remember was accepted (journalled on the server); its write then found the server
+    # gone for longer than the retries. It used to leave the queue, "kept as a failed task"
+    # said the log, yet it was neither failed nor done: pending on the server, out of reach
+    # of this process's recalls until the agent was opened again.
+    config = Config(auto_compress=False, max_retries=1, retry_initial_delay=0.05,
+                    retry_max_delay=0.2)
+    with own_server.endpoint(timeout=2.0) as ep:
+        mem = MemoryManager("outage", endpoint=ep, config=config,
+                            model=ScriptedModel(delay=0.5))
+        mem.initialize()
+        try:
+            mem.remember(say("accepted before the outage"))
+            time.sleep(0.1)  # the model call is in flight
+            own_server.kill()
+            time.sleep(1.5)  # the write's attempts all meet a closed port
+            own_server.start()
+            assert mem.wait_idle(30)
+            assert mem.recall(["outage"]) == "[记忆] accepted before the outage"
+            assert mem.failed_tasks() == [] and mem.pending_remembers() == 0
+            assert len(mem.sparql("SELECT ?n WHERE { ?n a memory:Node }")) == 1
+        finally:
+            mem.close(timeout=5)
+    assert "kept as a failed task" not in caplog.text
+    assert "stays journalled and queued, trying again" in caplog.text
+
+
 # ---------------------------------------------------------------------------------------------
 # 4xx answers and auth: a loopback HTTP server that answers what the test tells it
 # ---------------------------------------------------------------------------------------------
