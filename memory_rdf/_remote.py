@@ -18,6 +18,7 @@ import os
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
@@ -445,6 +446,9 @@ class RemoteStore(MemoryStore):
         }
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lease_lost: str | None = None
+        self._lease_lock = threading.Lock()  # one taker at a time: the renewer or a commit
+        self._held_until = 0.0  # time.monotonic() until which the lease is ours for sure
+        self._expires = datetime.min.replace(tzinfo=UTC)  # the expiry we wrote, our clock
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
         self._closed = False
@@ -512,8 +516,7 @@ class RemoteStore(MemoryStore):
             return
         if self.read_only:
             raise StoreError(f"the memory store {self.location} is open read-only")
-        if self._lease_lost:
-            raise StoreLockedError(self._lease_lost)
+        self._fence()
         self._update(batch.text(self.graphs))
         batch.run_after_commit()
 
@@ -628,7 +631,34 @@ class RemoteStore(MemoryStore):
         rows = self.rows(render("lease", meta=self.graphs.meta, lease=iri_ref(LEASE)))
         return (str(rows[0][0]), rows[0][1]) if rows else None
 
+    def _fresh(self) -> bool:
+        """Whether the lease is ours for more than a third of its length still, by both
+        clocks: a process stopped (SIGSTOP, a paused VM) past its expiry must not write on."""
+        margin = self.endpoint.lease_seconds / 3
+        return (time.monotonic() < self._held_until - margin
+                and datetime.now(UTC) + timedelta(seconds=margin) < self._expires)
+
+    def _fence(self) -> None:
+        """Before a write: the lease is ours, renewed now when the renewer fell behind (the
+        process was stopped, the server slow); :class:`StoreLockedError` when another
+        process took it meanwhile (SPEC §8: one writer per agent)."""
+        if self._lease_lost is None and self._fresh():
+            return
+        with self._lease_lock:
+            if self._lease_lost is None and not self._fresh():
+                self._renew()
+        if self._lease_lost is not None:
+            raise StoreLockedError(self._lease_lost)
+
+    def _renew(self) -> None:
+        """Take the lease again (under ``_lease_lock``); a refusal marks it lost for good."""
+        try:
+            self._take_lease()
+        except (StoreLockedError, _NotApplied) as exc:
+            self._lease_lost = f"the lease was lost: {exc}"
+
     def _take_lease(self) -> None:
+        sent = time.monotonic()
         expires = datetime.now(UTC) + timedelta(seconds=self.endpoint.lease_seconds)
         self._lease_update("take_lease.ru", expires)
         held = self.lease()
@@ -651,17 +681,18 @@ class RemoteStore(MemoryStore):
                 f"(lease until {until}); close it there, or wait for the lease to expire "
                 f"(SparqlEndpoint(lease_seconds={self.endpoint.lease_seconds:g}))"
             )
+        self._held_until, self._expires = sent + self.endpoint.lease_seconds, expires
 
     def _renew_loop(self) -> None:
         every = self.endpoint.lease_seconds / 3
         while not self._stop.wait(every):
             try:
-                self._take_lease()
-            except (StoreLockedError, _NotApplied) as exc:
-                self._lease_lost = f"the lease was lost: {exc}"
-                return
+                with self._lease_lock:
+                    self._renew()
             except StoreError:
-                continue  # the server is away; the next renewal tries again
+                continue  # the server is away; the next renewal (or write) tries again
+            if self._lease_lost is not None:
+                return
 
     def stop_waiting(self) -> None:
         """Closing: no more retries for a server that is away (SPEC §8). What is not stored

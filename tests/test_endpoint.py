@@ -266,6 +266,64 @@ def test_killed_holder_lease_expires_and_another_process_resumes_its_journal(
             child.stdout.close()
 
 
+class _Partition(http.server.BaseHTTPRequestHandler):
+    """A proxy to a real server that can cut its clients off (503 to everything): a network
+    partition between one process and the server."""
+
+    target = ""
+    cut = False
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if type(self).cut:
+            status, headers, content = 503, {}, b"partitioned"
+        else:
+            answer = httpx.post(self.target + self.path, content=body, timeout=30, headers={
+                k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")
+            })
+            status, content = answer.status_code, answer.content
+            headers = {"Content-Type": answer.headers.get("content-type", "text/plain")}
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_holder_cut_off_past_its_lease_writes_nothing_once_another_took_the_agent(
+    server: Server,
+) -> None:
+    # The holder's renewals fail while it is cut off; the lease expires and another process
+    # takes the agent. Back on the network, the old holder's next remember used to be
+    # journalled (accepted!) into the agent now held by the other process, which never ran it.
+    lease = 3.0
+    handler = type("Handler", (_Partition,), {"target": server.base, "cut": False})
+    with loopback(handler) as proxy, \
+            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update",
+                           lease_seconds=lease) as far, \
+            server.endpoint(lease_seconds=lease) as near:
+        old = MemoryManager("partitioned", endpoint=far, config=FAST, model=ScriptedModel())
+        old.initialize()
+        try:
+            handler.cut = True
+            time.sleep(lease + 0.5)
+            with MemoryManager("partitioned", endpoint=near, config=FAST,
+                               model=ScriptedModel()) as new:
+                handler.cut = False
+                with pytest.raises(StoreLockedError, match="the lease was lost: .* is held by"):
+                    old.remember(say("written by the old holder"))
+                assert new.wait_idle(10)
+                journal = select(server, f"SELECT ?t WHERE {{ GRAPH <{AGENT}partitioned/journal> "
+                                         "{ ?t ?p ?o } }")
+                assert journal == []
+        finally:
+            old.close(timeout=5)
+
+
 # ---------------------------------------------------------------------------------------------
 # Server faults (SPEC §8: nothing accepted is lost)
 # ---------------------------------------------------------------------------------------------
