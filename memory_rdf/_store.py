@@ -1382,6 +1382,13 @@ class _Mirror:
         self._done.wait(timeout)
         return self.store is not None
 
+    @property
+    def ended(self) -> bool:
+        """The build thread is done with the store and its locks: it takes the owner's write
+        lock one last time after the state says "on", "too large" or "failed", so what joins
+        it under that lock (:meth:`AgentStore.park`) waits for this first."""
+        return self._done.is_set()
+
     def stop(self) -> None:
         """Stop a build in progress (between two chunks) and wait for its thread."""
         self._cancel.set()
@@ -1837,11 +1844,12 @@ class AgentStore(MemoryStore):
     @property
     def parkable(self) -> bool:
         """Open on disk for writing, and not building its read mirror (whose thread reads
-        the disk store) nor without the mirror it wants (a purge or a bulk load stopped it
-        while it works on the store; an unpark would start one beside it)."""
+        the disk store, and takes the write lock that :meth:`park` holds as it stops the
+        mirror, until it has ended) nor without the mirror it wants (a purge or a bulk load
+        stopped it while it works on the store; an unpark would start one beside it)."""
         mirror = self._mirror
         return (self._store is not None and self.path is not None and not self.read_only
-                and (mirror.state != "loading" if mirror is not None
+                and (mirror.ended if mirror is not None
                      else self._mirror_wanted is False))
 
     def park(self) -> bool:

@@ -159,3 +159,31 @@ def test_a_purge_of_a_parked_agent(tmp_path: Path) -> None:
     leaked = [p for p in (tmp_path / "agent").rglob("*") if p.is_file()
               and b"Wallaby" in p.read_bytes()]
     assert leaked == []
+
+
+def test_a_park_as_the_mirror_build_ends_does_not_wait_forever(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build thread takes the write lock one last time after its state says "on": a park
+    in between (which holds the write lock as it stops the mirror, joining that thread) waited
+    for it forever."""
+    import memory_rdf._store as S
+
+    store = S.AgentStore(tmp_path / "agent", mirror=True)
+    assert store.wait_mirror(60)
+    # A renewal's build frees memory after its state turned "on": made slow, it holds the
+    # thread in the window the park came in.
+    monkeypatch.setattr(S, "_release_freed_memory", lambda: time.sleep(0.5))
+    with store._write_lock:
+        store._mirror.renew()  # what a commit does once enough text was applied to the copy
+    deadline = time.monotonic() + 60
+    while store.mirror_state != "on":
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    answers: list[bool] = []
+    parker = threading.Thread(target=lambda: answers.append(store.park()), daemon=True)
+    parker.start()
+    parker.join(10)
+    assert not parker.is_alive(), "park() and the mirror's build thread wait for each other"
+    assert answers == [False]  # the build had not ended: not parked
+    assert store.wait_mirror(60) and store.park() and store.parked
+    store.close()
