@@ -1981,10 +1981,9 @@ class AgentStore(MemoryStore):
         ):
             return False
         self._commits_since_optimize = 0
-        store = self.store
 
         def run() -> None:
-            self._background_upkeep(store.optimize, "background compaction")
+            self._upkeep_if_open("optimize", "background compaction")
 
         self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
         self._optimizer.start()
@@ -2226,7 +2225,6 @@ class AgentStore(MemoryStore):
         progress (``_upkeep``), the writer never does."""
         self._unflushed = 0
         self.auto_flushes += 1
-        store = self.store
 
         def run() -> None:
             while True:
@@ -2236,7 +2234,7 @@ class AgentStore(MemoryStore):
                         return
                     self._flush_wanted = False
                 # the write landed; flushing is upkeep
-                self._background_upkeep(store.flush, "background flush")
+                self._upkeep_if_open("flush", "background flush")
 
         with self._flusher_lock:
             self._flush_wanted = True
@@ -2244,6 +2242,23 @@ class AgentStore(MemoryStore):
                 self._flusher = threading.Thread(target=run, name="memory-rdf-flush",
                                                  daemon=True)
                 self._flusher.start()
+
+    def _upkeep_if_open(self, name: str, what: str) -> None:
+        """``Store.flush`` or ``Store.optimize`` (``name``) run by a background thread, holding
+        the store (:class:`StoreUsers`) and only while it is open: parked meanwhile, nothing
+        is left to do. The thread never keeps the store past its hold: one captured when the
+        thread started kept a store that was parked in between open (its next use could not
+        open it again), and a flusher's closure outlived the ``_flusher`` that park checks."""
+        with self._users.hold():
+            store = self._store
+            if store is None:  # parked (flushed as it was) or closed
+                return
+            call = getattr(store, name)
+            del store
+            try:
+                self._background_upkeep(call, what)
+            finally:
+                del call
 
     def _background_upkeep(self, call: Callable[[], None], what: str) -> None:
         """A RocksDB flush or compaction run by a background thread: one at a time with every

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,4 +187,89 @@ def test_a_park_as_the_mirror_build_ends_does_not_wait_forever(
     assert not parker.is_alive(), "park() and the mirror's build thread wait for each other"
     assert answers == [False]  # the build had not ended: not parked
     assert store.wait_mirror(60) and store.park() and store.parked
+    store.close()
+
+
+def _probe_closed(path: Path) -> None:
+    """RocksDB has let go of the store at ``path`` (it refuses a second open of the same path
+    in one process while the first instance lives)."""
+    import pyoxigraph as ox
+
+    probe = ox.Store(str(path))
+    del probe
+
+
+def test_a_compaction_started_as_the_store_is_parked_does_not_keep_it_open(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduler's on-idle hook (maybe_optimize_in_background, no lock taken) ran while a
+    park was under way: its thread had the store in hand, which stayed open while parked,
+    and the agent's next use could not open it again (StoreLockedError)."""
+    import memory_rdf._store as S
+
+    store = S.AgentStore(tmp_path / "agent", mirror=False)
+    store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
+    store._commits_since_optimize = store.OPTIMIZE_AFTER_COMMITS
+    checked = S.AgentStore._busy_upkeep
+
+    def busy(self: S.AgentStore) -> bool:
+        answer = checked(self)
+        # the on-idle hook, in the scheduler's thread, after park() looked for upkeep
+        hook = threading.Thread(target=self.maybe_optimize_in_background)
+        hook.start()
+        hook.join()
+        return answer
+
+    upkeep = S.AgentStore._background_upkeep
+
+    def slow_upkeep(self: S.AgentStore, call: Any, what: str) -> None:
+        time.sleep(1.0)  # a compaction of a large store takes a while
+        upkeep(self, call, what)
+
+    monkeypatch.setattr(S.AgentStore, "_busy_upkeep", busy)
+    monkeypatch.setattr(S.AgentStore, "_background_upkeep", slow_upkeep)
+    assert store.park() and store.parked
+    monkeypatch.setattr(S.AgentStore, "_busy_upkeep", checked)
+    optimizer = store._optimizer
+    assert optimizer is not None
+    _probe_closed(store.path)
+    assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
+    optimizer.join(60)
+    store.close()
+
+
+def test_a_flusher_ending_as_the_store_is_parked_does_not_keep_it_open(tmp_path: Path) -> None:
+    """The background flusher cleared ``_flusher`` (what park() checks) while its thread
+    still had the store in hand (its closure, until the thread ended): a park in between
+    left RocksDB open and the next use could not open it again."""
+    from memory_rdf import _vocab as V
+    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+
+    store = AgentStore(tmp_path / "agent", mirror=False)
+    store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
+    ending = threading.Event()
+
+    def trace(frame: object, event: str, arg: object) -> object:
+        code = frame.f_code  # type: ignore[attr-defined]
+        if code.co_name != "run" or not code.co_filename.endswith("_store.py"):
+            return None
+
+        def local(frame: object, event: str, arg: object) -> object:
+            if event == "return":  # the flusher is descheduled as it ends
+                ending.set()
+                time.sleep(1.0)
+            return local
+        return local
+
+    threading.settrace(trace)  # type: ignore[arg-type]
+    try:
+        batch = WriteBatch()
+        batch.insert([triple(node_ref("n1"), V.CONTENT, lit("flushed"))])
+        store.commit(batch)  # starts the background flusher
+    finally:
+        threading.settrace(None)  # type: ignore[arg-type]
+    assert ending.wait(60)
+    assert store.park() and store.parked
+    _probe_closed(store.path)
+    assert store.rows("SELECT ?c WHERE { ?n memory:content ?c }") == [("flushed",)]
+    store.wait_flush()
     store.close()
