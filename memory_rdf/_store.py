@@ -2297,31 +2297,36 @@ class AgentStore(MemoryStore):
         check_user_query(query)
 
         def run(cancel: threading.Event) -> UserResult:
+            # The result (which has the store in hand) lives in a frame of its own, ended
+            # before the hold is: here it outlived the hold, and a purge's swap or close()
+            # could go ahead with the store still open.
             with (self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}",
                                                       user_query=query)):
-                result = self._user_result(query)
-                if isinstance(result, ox.QueryBoolean):
-                    return bool(result)
-                out: list[Any] = []
-                if isinstance(result, ox.QuerySolutions):
-                    names = [v.value for v in result.variables]
-                    for sol in result:
-                        _check_bounds(cancel, timeout, limit, len(out))
-                        row: dict[str, Any] = {}
-                        for i, name in enumerate(names):
-                            term = sol[i]
-                            if term is not None:
-                                row[name] = to_python(term)
-                        out.append(row)
-                    return out
-                for t in result:
-                    _check_bounds(cancel, timeout, limit, len(out))
-                    out.append(
-                        (to_python(t.subject), to_python(t.predicate), to_python(t.object))
-                    )
-                return out
+                return self._user_rows(query, cancel, timeout, limit)
 
         return run_bounded(run, timeout)
+
+    def _user_rows(self, query: str, cancel: threading.Event, timeout: float | None,
+                   limit: int | None) -> UserResult:
+        result = self._user_result(query)
+        if isinstance(result, ox.QueryBoolean):
+            return bool(result)
+        out: list[Any] = []
+        if isinstance(result, ox.QuerySolutions):
+            names = [v.value for v in result.variables]
+            for sol in result:
+                _check_bounds(cancel, timeout, limit, len(out))
+                row: dict[str, Any] = {}
+                for i, name in enumerate(names):
+                    term = sol[i]
+                    if term is not None:
+                        row[name] = to_python(term)
+                out.append(row)
+            return out
+        for t in result:
+            _check_bounds(cancel, timeout, limit, len(out))
+            out.append((to_python(t.subject), to_python(t.predicate), to_python(t.object)))
+        return out
 
     def user_query_serialized(
         self, query: str, fmt: str, *, timeout: float | None = None,
@@ -2335,14 +2340,17 @@ class AgentStore(MemoryStore):
         }
         check_user_query(query)
 
+        def serialize(sink: Any) -> bytes | None:  # the result ends with this frame
+            result = self._user_result(query)
+            if isinstance(result, ox.QueryTriples):
+                return result.serialize(sink, format=ox.RdfFormat.N_TRIPLES)
+            return result.serialize(sink, format=formats[fmt])
+
         def run(cancel: threading.Event) -> bytes | None:
             sink: Any = None if output is None else _Sink(output, cancel, timeout)
             with (self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}",
                                                       user_query=query)):
-                result = self._user_result(query)
-                if isinstance(result, ox.QueryTriples):
-                    return result.serialize(sink, format=ox.RdfFormat.N_TRIPLES)
-                return result.serialize(sink, format=formats[fmt])
+                return serialize(sink)
 
         return run_bounded(run, timeout)
 

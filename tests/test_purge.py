@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -252,3 +255,45 @@ def test_the_store_stays_valid_after_forgetting(make_manager, data_dir: Path) ->
     mem.close()
     conforms, report = inspect.validate("agent", data_dir)
     assert conforms, report
+
+
+@pytest.mark.parametrize("form", ["rows", "serialized"])
+def test_a_purge_right_after_a_read_ended_its_hold(data_dir: Path, form: str) -> None:
+    """The user query's result (which has the disk store in hand) stayed in the reading
+    frame after the read's hold ended: a purge's swap that came in between met the old
+    instance still open (the purge failed, and the store was left closed). The result now
+    ends with the hold. The reader is held as its frame returns, by a trace."""
+    from memory_rdf._store import AgentStore
+
+    store = AgentStore(data_dir / "agent", mirror=False)
+    store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
+    returning = threading.Event()
+
+    def trace(frame: object, event: str, arg: object) -> object:
+        code = frame.f_code  # type: ignore[attr-defined]
+        if code.co_name != "run" or not code.co_filename.endswith("_store.py"):
+            return None
+
+        def local(frame: object, event: str, arg: object) -> object:
+            if event == "return":  # the reader is descheduled as the hold has just ended
+                returning.set()
+                time.sleep(1.0)
+            return local
+        return local
+
+    answers: list[object] = []
+
+    def read() -> None:
+        sys.settrace(trace)  # type: ignore[arg-type]
+        query = "SELECT ?o WHERE { ?s ?p ?o }"
+        answers.append(store.user_query(query) if form == "rows"
+                       else store.user_query_serialized(query, "csv"))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert returning.wait(60)
+    store.rewrite()
+    reader.join()
+    assert answers == ([[{"o": 1}]] if form == "rows" else [b"o\r\n1\r\n"])
+    assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
+    store.close()
