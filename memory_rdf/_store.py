@@ -2076,6 +2076,12 @@ class AgentStore(MemoryStore):
             if self._store is None and path.exists():
                 with contextlib.suppress(OSError):
                     self._store = ox.Store(str(path))
+                if self._store is None:
+                    # Not open again now (the old instance still alive, the open-files
+                    # limit): parked, so that the next use tries again (the agent's lock is
+                    # still held), instead of a store closed for the rest of the session.
+                    with self._park_lock:
+                        self._parked = not self._closing
             raise
 
     def bulk_load_nquads(self, path: Path) -> None:

@@ -297,3 +297,26 @@ def test_a_purge_right_after_a_read_ended_its_hold(data_dir: Path, form: str) ->
     assert answers == ([[{"o": 1}]] if form == "rows" else [b"o\r\n1\r\n"])
     assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
     store.close()
+
+
+def test_a_swap_that_cannot_open_the_store_again_leaves_it_to_the_next_use(
+        data_dir: Path) -> None:
+    """A purge's swap whose reopen failed (here: a reference to the old instance kept
+    elsewhere, so RocksDB still holds the path) put the old store back but left it closed
+    for the rest of the session: every later call said "closed". The next use now opens it
+    again; nothing was purged, nothing lost."""
+    from memory_rdf import StoreError
+    from memory_rdf._store import AgentStore
+
+    store = AgentStore(data_dir / "agent", mirror=False)
+    store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
+    kept = store.store  # the old instance, alive across the swap
+    with pytest.raises(StoreError, match="cannot rewrite"):
+        store.rewrite()
+    del kept
+    assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
+    store.rewrite()  # and a purge goes through now
+    assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.rows("SELECT ?o WHERE { ?s ?p ?o }")
