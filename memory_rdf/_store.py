@@ -919,6 +919,10 @@ class _OpenStores:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._stores: weakref.WeakSet[AgentStore] = weakref.WeakSet()
+        #: One store opened at a time, after the room for it is made: opens in several
+        #: threads at once each counted the files before the others' opens took theirs, and
+        #: together passed the limit (the sixty-agent test failed 1 run in 7 under load).
+        self.opening = threading.Lock()
 
     def add(self, store: AgentStore) -> None:
         with self._lock:
@@ -1825,12 +1829,15 @@ class AgentStore(MemoryStore):
     def _open_disk_store(self, path: Path) -> ox.Store:
         """RocksDB's store at ``path`` (the agent's lock is held). Refused for the process's
         limit of open files, it is tried once more after every idle store is parked."""
-        try:
-            store = ox.Store(str(path))
-        except OSError as exc:
-            if not too_many_open_files(exc) or not OPEN_STORES.make_room(self, everything=True):
-                raise
-            store = ox.Store(str(path))
+        with OPEN_STORES.opening:
+            OPEN_STORES.make_room(self)
+            try:
+                store = ox.Store(str(path))
+            except OSError as exc:
+                if not (too_many_open_files(exc)
+                        and OPEN_STORES.make_room(self, everything=True)):
+                    raise
+                store = ox.Store(str(path))
         _prune_info_logs(path)
         return store
 
@@ -1860,8 +1867,13 @@ class AgentStore(MemoryStore):
         commit, a flush or compaction running, the mirror being built)."""
         if not self.parkable or not self._write_lock.acquire(blocking=False):
             return False
+        # Without waiting for the park lock either: an unpark holds it while it waits for
+        # OPEN_STORES.opening, which the caller (make_room) may hold.
+        if not self._park_lock.acquire(blocking=False):
+            self._write_lock.release()
+            return False
         try:
-            with self._park_lock, self._users.alone_if_idle() as idle:
+            with self._users.alone_if_idle() as idle:
                 if self._closing or not idle or not self.parkable or self._busy_upkeep():
                     return False
                 self._stop_mirror()
@@ -1876,6 +1888,7 @@ class AgentStore(MemoryStore):
                 gc.collect()  # the last reference going away closes RocksDB (SPEC §7)
                 return True
         finally:
+            self._park_lock.release()
             self._write_lock.release()
 
     def _busy_upkeep(self) -> bool:
@@ -1891,7 +1904,6 @@ class AgentStore(MemoryStore):
             if store is None:
                 if self._closing or not self._parked or self.path is None:
                     raise StoreError(f"the memory store {self.path} is closed")
-                OPEN_STORES.make_room(self)
                 with _storage_errors(f"cannot open the memory store {self.path} again"):
                     store = self._open_disk_store(self.path)
                 self._store = store
