@@ -18,7 +18,12 @@ import pytest
 
 from memory_rdf import StoreError, StoreLockedError
 
-from helpers import HEAVY_COUNT, fill_for_a_heavy_count, read_in_another_thread
+from helpers import (
+    HEAVY_COUNT,
+    fill_for_a_heavy_count,
+    pause_as_run_returns,
+    read_in_another_thread,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -248,20 +253,7 @@ def test_a_flusher_ending_as_the_store_is_parked_does_not_keep_it_open(tmp_path:
     store = AgentStore(tmp_path / "agent", mirror=False)
     store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
     ending = threading.Event()
-
-    def trace(frame: object, event: str, arg: object) -> object:
-        code = frame.f_code  # type: ignore[attr-defined]
-        if code.co_name != "run" or not code.co_filename.endswith("_store.py"):
-            return None
-
-        def local(frame: object, event: str, arg: object) -> object:
-            if event == "return":  # the flusher is descheduled as it ends
-                ending.set()
-                time.sleep(1.0)
-            return local
-        return local
-
-    threading.settrace(trace)  # type: ignore[arg-type]
+    threading.settrace(pause_as_run_returns(ending))  # the flusher is held as it ends
     try:
         batch = WriteBatch()
         batch.insert([triple(node_ref("n1"), V.CONTENT, lit("flushed"))])

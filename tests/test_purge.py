@@ -8,7 +8,6 @@ import os
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from helpers import (
     HEAVY_COUNT,
     ScriptedModel,
     fill_for_a_heavy_count,
+    pause_as_run_returns,
     read_in_another_thread,
     remember,
     say,
@@ -268,23 +268,12 @@ def test_a_purge_right_after_a_read_ended_its_hold(data_dir: Path, form: str) ->
     store = AgentStore(data_dir / "agent", mirror=False)
     store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
     returning = threading.Event()
-
-    def trace(frame: object, event: str, arg: object) -> object:
-        code = frame.f_code  # type: ignore[attr-defined]
-        if code.co_name != "run" or not code.co_filename.endswith("_store.py"):
-            return None
-
-        def local(frame: object, event: str, arg: object) -> object:
-            if event == "return":  # the reader is descheduled as the hold has just ended
-                returning.set()
-                time.sleep(1.0)
-            return local
-        return local
+    trace = pause_as_run_returns(returning)  # the reader is held as its hold has just ended
 
     answers: list[object] = []
 
     def read() -> None:
-        sys.settrace(trace)  # type: ignore[arg-type]
+        sys.settrace(trace)
         query = "SELECT ?o WHERE { ?s ?p ?o }"
         answers.append(store.user_query(query) if form == "rows"
                        else store.user_query_serialized(query, "csv"))
