@@ -596,7 +596,12 @@ class MemoryManager:
         future.add_done_callback(lambda _: timer.cancel())
 
     def _waiting_behind(self) -> str:
-        """Why a task of this agent may be waiting: remembers stuck on the small model."""
+        """Why a task of this agent may be waiting: a store that cannot be reached (a SPARQL
+        endpoint away), remembers stuck on the small model."""
+        store = self._store
+        outage = store.outage() if store is not None else None
+        if outage is not None:
+            return f": {outage}; the agent's work waits for it (SPEC §8)"
         waiting = self._system._scheduler.remembers_waiting(self.agent_id)
         if not waiting:
             return ""

@@ -141,14 +141,35 @@ class Retry:
 
         self.attempts = max_retries + 1
         self.stopped = threading.Event()
+        self._transient = (httpx.TransportError, _Transient)
+        #: Since when (monotonic) and why the server has not answered: set by a failed attempt,
+        #: cleared by a call that got an answer (:meth:`outage`).
+        self._failing: tuple[float, str] | None = None
         self._retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.attempts)
             | tenacity.stop_when_event_set(self.stopped),
             wait=tenacity.wait_exponential(multiplier=initial, min=initial, max=maximum),
             sleep=self._pause,
-            retry=tenacity.retry_if_exception_type((httpx.TransportError, _Transient)),
+            retry=tenacity.retry_if_exception_type(self._transient),
+            before_sleep=lambda state: self._failed(
+                state.outcome.exception() if state.outcome is not None else None),
             reraise=True,
         )
+
+    def _failed(self, exc: BaseException | None) -> None:
+        if exc is None:
+            return
+        said = " ".join(str(exc).split())[:200] or "no answer"
+        since = self._failing[0] if self._failing is not None else time.monotonic()
+        self._failing = (since, f"{type(exc).__name__}: {said}")
+
+    def outage(self) -> str | None:
+        """How long and why the server has not answered, while it does not (else None)."""
+        failing = self._failing
+        if failing is None:
+            return None
+        since, why = failing
+        return f"no answer for {time.monotonic() - since:.0f} s, last: {why}"
 
     def _pause(self, seconds: float) -> None:
         self.stopped.wait(seconds)
@@ -163,7 +184,13 @@ class Retry:
         return f"{count}, then no more: the agent is closing" if self.stopped.is_set() else count
 
     def call(self, fn: Callable[[], T]) -> T:
-        return self._retrying(fn)
+        try:
+            result = self._retrying(fn)
+        except self._transient as exc:
+            self._failed(exc)
+            raise
+        self._failing = None
+        return result
 
 
 class SparqlEndpoint:
@@ -693,6 +720,12 @@ class RemoteStore(MemoryStore):
                 continue  # the server is away; the next renewal (or write) tries again
             if self._lease_lost is not None:
                 return
+
+    def outage(self) -> str | None:
+        retrying = self._retry.outage()
+        if retrying is None:
+            return None
+        return f"the SPARQL endpoint {self.endpoint.query_url} is not answering ({retrying})"
 
     def stop_waiting(self) -> None:
         """Closing: no more retries for a server that is away (SPEC §8). What is not stored

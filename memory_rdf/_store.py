@@ -1690,6 +1690,11 @@ class MemoryStore(ABC):
     def maybe_optimize_in_background(self) -> bool:
         return False
 
+    def outage(self) -> str | None:
+        """Why the store cannot be reached right now (a server that does not answer), for
+        the message of a call that timed out waiting; None when nothing is known wrong."""
+        return None
+
     def stop_waiting(self) -> None:  # noqa: B027 - an embedded store does not wait on a server
         """The agent is closing and gives up on its work: requests waiting out retries for a
         server that is away fail now instead (endpoint), so close() is not held for minutes."""

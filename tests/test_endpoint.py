@@ -461,6 +461,31 @@ def test_a_remember_whose_write_outlasts_the_retries_runs_once_the_server_is_bac
     assert "stays journalled and queued, trying again" in caplog.text
 
 
+def test_a_recall_that_times_out_while_the_server_is_away_says_so(own_server: Server) -> None:
+    # A recall queued behind a remember whose write is retrying against a server that went
+    # away used to time out saying only "timed out" (MCP's recall: after 120 s).
+    config = Config(auto_compress=False, max_retries=30, retry_initial_delay=0.1,
+                    retry_max_delay=0.2)
+    with own_server.endpoint(timeout=2.0) as ep:
+        mem = MemoryManager("away", endpoint=ep, config=config,
+                            model=ScriptedModel(delay=0.5))
+        mem.initialize()
+        try:
+            mem.remember(say("accepted before the outage"))
+            time.sleep(0.1)  # the model call is in flight
+            own_server.kill()
+            with pytest.raises(TimeoutError, match=r"recall on agent 'away' timed out: the "
+                               r"SPARQL endpoint http://127\.0\.0\.1:\d+/query is not "
+                               r"answering \(no answer for \d+ s, last: Connect"):
+                mem.recall(["outage"], timeout=2)
+            own_server.start()
+            assert mem.wait_idle(30)
+            assert mem.recall(["outage"]) == "[记忆] accepted before the outage"
+            assert mem._store is not None and mem._store.outage() is None  # answered again
+        finally:
+            mem.close(timeout=5)
+
+
 # ---------------------------------------------------------------------------------------------
 # 4xx answers and auth: a loopback HTTP server that answers what the test tells it
 # ---------------------------------------------------------------------------------------------
