@@ -23,7 +23,7 @@ from memory_rdf._text import (
 )
 from memory_rdf._types import Processed, SmallModel, check_processed
 from memory_rdf.small_model import HeuristicModel
-from memory_rdf.small_model._heuristic import RELATIONS
+from memory_rdf.small_model._heuristic import RELATIONS, _lex
 
 ZH_CHAT = "\n".join(
     [
@@ -406,6 +406,58 @@ def test_process_drops_role_labels_before_content(model: HeuristicModel) -> None
     p = model.process(text, 16)
     assert "张伟负责JWT登录模块的改造" in p.content
     assert "user" not in p.content
+
+
+# The English demo's webhook fix: the common words (email, calendar) are said twice, the rare
+# ones (RabbitMQ, TRAIL-1024) once.
+WEBHOOK_FIX = "\n".join(
+    [
+        "user: Alice checked: it sends the confirmation email and syncs the gym calendar "
+        "before replying, eight seconds at worst.",
+        "assistant: Reply fast: verify the signature, mark the booking paid, and push the "
+        "email and calendar sync to a queue.",
+        "user: We moved both to a RabbitMQ queue; the webhook now answers in about 120 "
+        "milliseconds. The bug is TRAIL-1024.",
+    ]
+)
+
+
+def test_english_rarity_comes_from_word_frequencies() -> None:
+    """English words are weighed by how rare they are in running text (the bundled list), as
+    Chinese ones by jieba's frequencies; a word missing from the list (a name, a product, a
+    number) counts as rarer than any listed word."""
+    lex = _lex()
+    idf = {w: lex.idf(w, han=False) for w in
+           ["the", "email", "calendar", "queue", "milliseconds", "rabbitmq", "trail-1024"]}
+    assert idf["the"] < idf["email"] < idf["calendar"] < idf["queue"] < idf["milliseconds"]
+    assert idf["milliseconds"] < idf["rabbitmq"] == idf["trail-1024"]
+    assert lex.idf("hadn't", han=False) == lex.idf("had", han=False)
+    assert lex.idf("long-term", han=False) == lex.idf("term", han=False)
+    assert lex.idf("node.js", han=False) == idf["rabbitmq"]  # "js" is not a listed word
+
+
+@pytest.mark.parametrize("target", range(35, 104, 6))
+def test_shortening_keeps_rare_english_words_over_repeated_common_ones(
+    model: HeuristicModel, target: int
+) -> None:
+    """Shortened to room for a clause or three, the fix keeps the rare thing it names (the
+    RabbitMQ queue) and drops the common words other clauses repeat ("email", "calendar"),
+    which outweighed it while every English word counted as equally rare."""
+    content = model.process(WEBHOOK_FIX, target).content
+    assert len(content) <= target
+    assert "RabbitMQ" in content, content
+    assert "email" not in content and "calendar" not in content, content
+
+
+def test_shortening_counts_a_repeated_word_once(model: HeuristicModel) -> None:
+    """A clause that only repeats what is already kept adds nothing: the room goes to a clause
+    with words not kept yet."""
+    first = "Priya sends the Grafana invoice on Friday, "
+    again = "Priya sends the Grafana invoice on Friday, "
+    other = "and Tom renews the Cloudflare certificate."
+    content = model.process("user: " + first + again + other, len(first + other)).content
+    assert "Cloudflare" in content and "Grafana" in content, content
+    assert content.count("Grafana") == 1, content
 
 
 def test_process_nonpositive_target(model: HeuristicModel) -> None:

@@ -120,6 +120,7 @@ def test_wheel_contains_and_loads_the_resources(tmp_path: Path) -> None:
         "memory_rdf/queries/live_outgoing_links.rq",
         "memory_rdf/queries/forget_node.ru",
         "memory_rdf/data/demo_conversation.json",
+        "memory_rdf/data/english_frequencies.txt",
         "memory_rdf/web/graph.html",
         "memory_rdf/web/graph.css",
         "memory_rdf/web/graph.js",
@@ -135,6 +136,7 @@ def test_wheel_contains_and_loads_the_resources(tmp_path: Path) -> None:
         "assert 'SUM' in r.query_text('importance');"
         "assert '$css' in r.web_text('graph.html');"
         "assert 'addEventListener' in r.web_text('graph.js');"
+        "assert '7.6 the' in r.data_text('english_frequencies.txt');"
         "print('ok')"
     )
     result = subprocess.run(

@@ -2,9 +2,10 @@
 
 - ``segment``: cuts chat text at message boundaries and sentence ends into pieces of at most
   ``max_segment_chars`` characters, merging short consecutive messages that share a word.
-- ``process``: keywords by TF-IDF (jieba's dictionary frequencies as document frequencies,
-  nouns preferred), a phrase of at most 20 characters, and extractive compression that keeps
-  the clauses carrying the top keywords.
+- ``process``: keywords by TF-IDF (how rare a word is in running text: jieba's dictionary
+  frequencies for Chinese, ``data/english_frequencies.txt`` for English; nouns preferred), a
+  phrase of at most 20 characters, and extractive compression that keeps the clauses whose
+  words not yet kept weigh most for their length.
 - ``relation``: 回应 / 提到 / 涉及 / "" from shared words and question shape.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from memory_rdf._resources import data_text
 from memory_rdf._text import (
     ENGLISH_STOP_WORDS,
     ROLE_NAMES,
@@ -84,8 +86,34 @@ _QUESTION_MARK_RE = re.compile(r"[?？]")
 # --------------------------------------------------------------------------- lexicon
 
 
+#: How much rarer than the rarest listed word an English word missing from the list is taken
+#: to be (in Zipf units, log10): names, product names, technical terms, numbers and versions.
+_ENGLISH_UNKNOWN_BELOW = 0.5
+_ENGLISH_PARTS_RE = re.compile(r"[.\-_+#']+")
+_CONTRACTION_RE = re.compile(r"(?:n't|'(?:s|d|m|ll|ve|re))$")
+
+
+def _english_idf() -> tuple[dict[str, float], float]:
+    """``(idf of each listed English word, idf of a word missing from the list)``, in nats:
+    -ln of the word's share of running text, from ``data/english_frequencies.txt`` (Zipf
+    values: log10 of occurrences per billion words), as jieba's frequencies give Chinese's."""
+    idf: dict[str, float] = {}
+    lowest = 9.0
+    for line in data_text("english_frequencies.txt").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        zipf_text, _, words = line.partition(" ")
+        zipf = float(zipf_text)
+        lowest = min(lowest, zipf)
+        value = (9.0 - zipf) * math.log(10)
+        for word in words.split():
+            idf[word] = value
+    return idf, (9.0 - (lowest - _ENGLISH_UNKNOWN_BELOW)) * math.log(10)
+
+
 class _Lexicon:
-    """Dictionary knowledge from jieba: which words are not nouns, and document frequencies."""
+    """Dictionary knowledge: which Chinese words are not nouns, and how rare a word is (jieba's
+    frequencies for Chinese, ``data/english_frequencies.txt`` for English)."""
 
     def __init__(self) -> None:
         jieba = jieba_module()
@@ -107,12 +135,31 @@ class _Lexicon:
                 )
         except OSError:  # pragma: no cover - a jieba install without its dictionary file
             pass
+        self.english, self.english_unknown_idf = _english_idf()
 
-    def idf(self, word: str) -> float:
+    def idf(self, word: str, han: bool = True) -> float:
+        """-ln of the share of running text that ``word`` (a normalized token) makes up: a rare
+        word says more. A Chinese word absent from jieba's dictionary (a new name) counts as a
+        fairly rare word; an English word absent from the English list (a name, a product, a
+        technical term, a number or a version) as rarer than any listed word."""
+        if not han:
+            return self._english_idf(word)
         f = self.freq.get(word, 0)
         if f <= 0:
             return self.unknown_idf
         return max(self.log_total - math.log(f), 1.0)
+
+    def _english_idf(self, word: str) -> float:
+        known = self.english.get(word)
+        if known is not None:
+            return known
+        head = _CONTRACTION_RE.sub("", word)  # "hadn't", "we'll": as rare as "had", "we"
+        if head != word and head in self.english:
+            return self.english[head]
+        parts = [p for p in _ENGLISH_PARTS_RE.split(head) if p]
+        if len(parts) > 1:  # "long-term", "node.js": as rare as its rarest part
+            return max(self.english.get(p, self.english_unknown_idf) for p in parts)
+        return self.english_unknown_idf
 
 
 _lexicon_lock = threading.Lock()
@@ -146,6 +193,7 @@ class _Analysis:
     keywords: tuple[str, ...]  # normalized tokens, best first
     display: tuple[str, ...]  # the same keywords as written
     weights: tuple[float, ...]  # per clause: how much of the text's meaning it carries
+    term_weights: dict[str, float]  # per keyword unit: what it adds to the clauses holding it
     token_set: frozenset[str]  # significant content tokens
     question: bool  # asks something
     has_question_mark: bool
@@ -262,9 +310,9 @@ def _analyze(text: str) -> _Analysis:
                         first[w] = n
                         surface[w] = t.surface
                         tier[w] = 0 if " " in w else _tier(w, t.han, lex)
-                        idf[w] = lex.unknown_idf if " " in w else lex.idf(w)
+                        idf[w] = lex.unknown_idf if " " in w else lex.idf(w, t.han)
                     if t.marked:
-                        idf[w] = max(idf[w], lex.idf(w) * 1.5)
+                        idf[w] = max(idf[w], lex.idf(w, t.han) * 1.5)
                     n += 1
     scores = {w: c * idf[w] for w, c in counts.items()}
     candidates = [w for w in counts if w not in ROLE_NAMES]
@@ -281,13 +329,15 @@ def _analyze(text: str) -> _Analysis:
         r = kw_rank.get(w)
         return scores[w] / top + (0.0 if r is None else 1.0 + (1.5 if r == 0 else 0.0))
 
-    weights = tuple(sum(weight(w) for w in set(c.terms)) for c in clauses)
+    term_weights = {w: weight(w) for c in clauses for w in c.terms}
+    weights = tuple(sum(term_weights[w] for w in set(c.terms)) for c in clauses)
     return _Analysis(
         prefixes=tuple(p for p, _ in msgs),
         clauses=tuple(clauses),
         keywords=tuple(keywords),
         display=tuple(surface[w] for w in keywords),
         weights=weights,
+        term_weights=term_weights,
         token_set=frozenset(w for w in all_tokens if _significant(w)),
         question=_QUESTION_RE.search(text) is not None,
         has_question_mark=_QUESTION_MARK_RE.search(text) is not None,
@@ -357,36 +407,61 @@ def _best_clause(an: _Analysis, target: int) -> int:
     return order[0]
 
 
+#: Compression keeps clauses by what their words not yet kept weigh, divided by the characters
+#: they add to this power: 1 would favour the shortest fragments ("Alice checked:"), 0 the
+#: longest clauses, whose many common words outweighed one rare name (RECALL.md, decision 21).
+_LENGTH_EXPONENT = 0.5
+
+
 def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], float] | None:
-    """Greedy choice of clauses, best first, that fit in ``target`` characters when rendered;
-    None when not even the best clause fits."""
+    """Greedy choice of clauses that fit in ``target`` characters when rendered: each next one
+    the clause whose keyword units not yet kept weigh most per √(characters it adds), so a
+    word counts once however many clauses repeat it. Returns the clauses and the weight of the
+    units they keep; None when no clause fits."""
     clauses = an.clauses
-    order = sorted(range(len(clauses)), key=lambda i: (-an.weights[i], i))
     chosen: dict[int, list[int]] = {}
-    line_len: dict[int, int] = {}
+    line_len: dict[int, int] = {}  # rendered length of each message's line
+    kept: set[str] = set()
     total = 0  # rendered length: lines plus the newlines between them
     score = 0.0
-    for i in order:
+    left = list(range(len(clauses)))
+    while left:
+        best: tuple[float, int, int, int, float] | None = None
+        for i in left:
+            m = clauses[i].msg
+            body = _render_body([clauses[j].text for j in sorted([*chosen.get(m, []), i])])
+            new_len = (len(an.prefixes[m]) if with_prefix else 0) + len(body) if body else 0
+            old_len = line_len.get(m, 0)
+            n_lines = len(line_len) - (1 if old_len else 0) + (1 if new_len else 0)
+            new_total = sum(line_len.values()) - old_len + new_len + max(0, n_lines - 1)
+            if new_total > target:
+                continue
+            gain = sum(an.term_weights[w] for w in set(clauses[i].terms) - kept)
+            value = gain / max(new_total - total, 1) ** _LENGTH_EXPONENT
+            if best is None or value > best[0]:
+                best = (value, i, new_total, new_len, gain)
+        if best is None:
+            break
+        _, i, total, new_len, gain = best
         m = clauses[i].msg
-        trial = sorted([*chosen.get(m, []), i])
-        body = _render_body([clauses[j].text for j in trial])
-        new_len = (len(an.prefixes[m]) if with_prefix else 0) + len(body) if body else 0
-        old_len = line_len.get(m, 0)
-        n_lines = len(line_len) - (1 if old_len else 0) + (1 if new_len else 0)
-        new_total = sum(line_len.values()) - old_len + new_len + max(0, n_lines - 1)
-        if new_total <= target:
-            chosen[m] = trial
-            if new_len:
-                line_len[m] = new_len
-            else:
-                line_len.pop(m, None)
-            total = new_total
-            score += an.weights[i]
-        elif not chosen:
-            return None
+        left.remove(i)
+        chosen[m] = sorted([*chosen.get(m, []), i])
+        if new_len:
+            line_len[m] = new_len
+        else:
+            line_len.pop(m, None)
+        score += gain
+        kept.update(clauses[i].terms)
     if not chosen or total == 0:
         return None
     return sorted(j for js in chosen.values() for j in js), score
+
+
+def _kept_weight(an: _Analysis, text: str) -> float:
+    """The weight of the keyword units of ``an`` that ``text`` (a shortening of it) holds."""
+    toks = tokens(text)
+    units = {t.text for t in _terms(toks, normalize(text))} | {t.text for t in toks}
+    return sum(an.term_weights.get(w, 0.0) for w in units)
 
 
 def _render(an: _Analysis, selected: Sequence[int], with_prefix: bool) -> str:
@@ -406,8 +481,11 @@ def _compress(an: _Analysis, text: str, target: int, allow_prefix: bool = True) 
     if not an.clauses:
         return text.strip()[: max(target, 0)]
     plain = _select(an, target, with_prefix=False)
-    if plain is None:
-        out = _window(an, _best_clause(an, target), target)
+    window = _window(an, _best_clause(an, target), target)
+    # Whole clauses, unless the best clause cut to the target keeps more (a small target that
+    # the clauses holding the names do not fit whole).
+    if plain is None or _kept_weight(an, window) > plain[1]:
+        out = window
     else:
         out = _render(an, plain[0], with_prefix=False)
         if allow_prefix and any(an.prefixes):
