@@ -32,7 +32,21 @@ HEADER = """\
 # in symspellpy (MIT licence): word counts from the Google Books Ngram data
 # (https://books.google.com/ngrams; Google, Creative Commons Attribution 3.0 Unported), for
 # the words held by SCOWL, the Spell Checker Oriented Word Lists (Kevin Atkinson,
-# http://wordlist.aspell.net/; permissive licence). Made by benchmarks/english_frequencies.py.
+# http://wordlist.aspell.net/; licence below). Made by benchmarks/english_frequencies.py.
+#
+# SCOWL's notice: the collective work is Copyright 2000-2019 by Kevin Atkinson as well as any
+# of the copyrights of its sources (http://wordlist.aspell.net/scowl-readme/).
+#
+#   Copyright 2000-2019 by Kevin Atkinson
+#
+#   Permission to use, copy, modify, distribute and sell these word
+#   lists, the associated scripts, the output created from the scripts,
+#   and its documentation for any purpose is hereby granted without fee,
+#   provided that the above copyright notice appears in all copies and
+#   that both that copyright notice and this permission notice appear in
+#   supporting documentation. Kevin Atkinson makes no representations
+#   about the suitability of this array for any purpose. It is provided
+#   "as is" without express or implied warranty.
 """
 
 
