@@ -1486,11 +1486,25 @@ class _Mirror:
                 raise _Cancelled
             apply_indexed(mirror, text, changes)
 
+    def _disk(self) -> ox.Store:
+        """The owner's disk store, as it is (never opened again if parked: a build of the
+        current mirror never runs on a parked store); a build cancelled, or a store closed,
+        ends the build (:class:`_Cancelled`)."""
+        disk = self.owner._store
+        if disk is None or self._cancel.is_set():
+            raise _Cancelled
+        return disk
+
     def _build(self) -> None:
+        # The disk store is in hand only inside a hold (StoreUsers): close(), a park and a
+        # purge's swap wait for it even when this build is no longer the owner's mirror (one
+        # a commit interrupted, or a failed write, replaced; it stops at its next chunk). The
+        # copy's hold is taken after the write lock, never while waiting for it: a swap holds
+        # that lock while it waits for the holds to end.
         owner = self.owner
         try:
-            disk = owner.store
-            nodes = _nodes_estimate(disk)
+            with owner._users.hold():
+                nodes = _nodes_estimate(self._disk())
             if not MIRROR_BUDGET.claim(owner, nodes, self.wanted):
                 self.state = "too large"
                 log.info("memory_rdf: no read mirror for %s: %d nodes would take ~%d MB, "
@@ -1512,13 +1526,16 @@ class _Mirror:
                     lock.release()
 
             try:
-                if self._cancel.is_set():
-                    raise _Cancelled
-                for graph in list(disk.named_graphs()):
-                    mirror.add_graph(graph)
-                self._pending = []
-                sink = _LoadSink(mirror, self._cancel, snapshot_taken)
-                sink.copy_from(disk)
+                with owner._users.hold():
+                    disk = self._disk()
+                    try:
+                        for graph in list(disk.named_graphs()):
+                            mirror.add_graph(graph)
+                        self._pending = []
+                        sink = _LoadSink(mirror, self._cancel, snapshot_taken)
+                        sink.copy_from(disk)
+                    finally:
+                        del disk  # before the hold ends
             finally:
                 if held:
                     lock.release()

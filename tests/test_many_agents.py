@@ -21,6 +21,7 @@ from memory_rdf import StoreError, StoreLockedError
 from helpers import (
     HEAVY_COUNT,
     fill_for_a_heavy_count,
+    open_once_released,
     pause_as_run_returns,
     read_in_another_thread,
 )
@@ -266,3 +267,42 @@ def test_a_flusher_ending_as_the_store_is_parked_does_not_keep_it_open(tmp_path:
     assert store.rows("SELECT ?c WHERE { ?n memory:content ?c }") == [("flushed",)]
     store.wait_flush()
     store.close()
+
+
+def test_a_replaced_mirror_build_still_running_keeps_the_agent_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A commit interrupted while the read mirror was being built starts a new build; the old
+    one stops only at its next chunk, with the disk store in hand meanwhile. close() released
+    the agent's lock beside it (a second instance could open under another spelling); now
+    the old build holds the store (StoreUsers) and the lock goes once it has ended."""
+    import memory_rdf._store as S
+    from memory_rdf._store import AgentStore
+
+    data = tmp_path / "data"
+    store = AgentStore(data / "agent", mirror=True)
+    assert store.wait_mirror(60)
+    store.store.update('INSERT DATA { <urn:a> <urn:b> "c" }')
+    slow = threading.Event()
+    write = S._LoadSink.write
+
+    def slow_write(self: S._LoadSink, chunk: bytes) -> int:
+        if not slow.is_set():  # the first build after this: it sleeps in its first chunk
+            slow.set()
+            self._started()  # the snapshot is taken: the write lock is free again
+            time.sleep(1.5)
+        return write(self, chunk)
+
+    monkeypatch.setattr(S._LoadSink, "write", slow_write)
+    with store._write_lock:
+        store._mirror.rebuild("a test")  # type: ignore[union-attr]
+    assert slow.wait(30)
+    with store._write_lock:  # what a commit interrupted by Ctrl-C does
+        store._mirror.interrupted()  # type: ignore[union-attr]
+    assert store.wait_mirror(60)
+    store.close()
+    with pytest.raises(StoreLockedError):  # the replaced build still reads the store
+        AgentStore(data / ".." / "data" / "agent", mirror=False)
+    again = open_once_released(lambda: AgentStore(data / ".." / "data" / "agent", mirror=False))
+    assert again.rows("SELECT ?o WHERE { <urn:a> <urn:b> ?o }") == [("c",)]
+    again.close()
