@@ -291,9 +291,12 @@ class SparqlEndpoint:
         self.close()
 
     def post(self, kind: str, url: str, data: dict[str, Any], accept: str,
-             retry: Retry, cancel: threading.Event | None = None) -> httpx.Response:
+             retry: Retry, cancel: threading.Event | None = None,
+             before: Callable[[], None] | None = None) -> httpx.Response:
         """POST a form (``query=…`` or ``update=…`` plus dataset parameters), retrying
         transient failures; a 4xx answer is a :class:`StoreError` saying what to fix.
+        ``before`` runs before every attempt (a write's lease check: the retries of one
+        write can outlast the lease).
 
         With ``cancel`` (the user's queries) the answer is read in chunks: reading stops when
         ``cancel`` is set (the caller gave up) or past :data:`MAX_USER_ANSWER_BYTES`
@@ -304,6 +307,8 @@ class SparqlEndpoint:
             raise StoreError(f"the SPARQL endpoint connection {self.query_url} is closed")
 
         def once() -> httpx.Response:
+            if before is not None:
+                before()
             if cancel is None:
                 response = self._client.post(url, data=data, headers={"Accept": accept})
             else:
@@ -543,15 +548,18 @@ class RemoteStore(MemoryStore):
             return
         if self.read_only:
             raise StoreError(f"the memory store {self.location} is open read-only")
-        self._fence()
-        self._update(batch.text(self.graphs))
+        # The lease is checked before every attempt, not once before the first: the retries
+        # of one write outlast the lease (16 attempts, ~5 min, against 30 s), and a write sent
+        # again once the server was back landed in an agent another process had taken
+        # meanwhile, which had run the same journalled remember: stored twice.
+        self._update(batch.text(self.graphs), fenced=True)
         batch.run_after_commit()
 
-    def _update(self, text: str) -> None:
+    def _update(self, text: str, *, fenced: bool = False) -> None:
         if self._closed:
             raise StoreError(f"the memory store {self.location} is closed")
         self.endpoint.post("update", self.endpoint.update_url, {"update": _PREFIXES + text},
-                           "*/*", self._retry)
+                           "*/*", self._retry, before=self._fence if fenced else None)
 
     def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
               graph: str | None) -> list[tuple[Any, Any, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import io
 import json
 import os
 import re
@@ -320,6 +321,55 @@ def test_a_holder_cut_off_past_its_lease_writes_nothing_once_another_took_the_ag
                 journal = select(server, f"SELECT ?t WHERE {{ GRAPH <{AGENT}partitioned/journal> "
                                          "{ ?t ?p ?o } }")
                 assert journal == []
+        finally:
+            old.close(timeout=5)
+
+
+class _PartitionAtWrite(_Partition):
+    """Cuts the clients off as the second update carrying ``marker`` arrives (a remember's
+    write, after its journal entry): the write is retried from then on."""
+
+    marker = b""
+    seen = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.endswith("/update") and type(self).marker in body:
+            type(self).seen += 1
+            if type(self).seen == 2:
+                type(self).cut = True
+        self.rfile = io.BytesIO(body)
+        super().do_POST()
+
+
+def test_a_write_retried_past_its_lease_is_not_sent_once_another_took_the_agent(
+    server: Server,
+) -> None:
+    # The remember's write passed the lease check, then the server was out of reach for
+    # longer than the lease; another process took the agent and ran the journalled remember.
+    # The old holder's retries went on sending the same write: once the network healed it
+    # landed too, and the remember was stored twice, by a process without the lease.
+    lease = 3.0
+    handler = type("Handler", (_PartitionAtWrite,),
+                   {"target": server.base, "cut": False, "marker": b"only+once", "seen": 0})
+    config = Config(auto_compress=False, max_retries=40, retry_initial_delay=0.25,
+                    retry_max_delay=0.5)
+    with loopback(handler) as proxy, \
+            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update",
+                           lease_seconds=lease) as far, \
+            server.endpoint(lease_seconds=lease) as near:
+        old = MemoryManager("retried", endpoint=far, config=config, model=ScriptedModel())
+        old.initialize()
+        try:
+            old.remember(say("only once please"))
+            time.sleep(lease + 1.0)  # the write is being retried; the lease expired
+            with MemoryManager("retried", endpoint=near, config=FAST,
+                               model=ScriptedModel()) as new:
+                assert new.wait_idle(10)
+                handler.cut = False
+                time.sleep(2.0)  # the old holder's retries reach the server again
+                assert new.sparql("SELECT ?c WHERE { ?n memory:content ?c }") == [
+                    {"c": "only once please"}]
         finally:
             old.close(timeout=5)
 
