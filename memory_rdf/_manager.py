@@ -449,9 +449,20 @@ class MemoryManager:
         outages = 0  # attempts that ended with the SPARQL endpoint away (SPEC §8)
 
         def start() -> Generator[Backoff, None, list[str]]:
-            if outages and not any(t.id == jtask.id for t in self._journal.tasks("pending")):
-                return []  # the write that timed out had landed: the task left the journal
-            ids = yield from self._rememberer.run(jtask)
+            ids: list[str] | None = None
+            if outages:
+                rememberer = self._rememberer
+                if not any(t.id == jtask.id for t in self._journal.tasks("pending")):
+                    # The write that was not answered had landed: the task left the journal.
+                    unanswered = rememberer.unanswered.pop(jtask.id, None)
+                    if unanswered is not None:
+                        unanswered[0].run_after_commit()
+                    return []
+                # Not landed yet, or never: the same write again (a slow server may still
+                # apply the first copy; a new write, with new nodes, stored the remember twice).
+                ids = rememberer.resend(jtask)
+            if ids is None:
+                ids = yield from self._rememberer.run(jtask)
             if self.config.auto_compress:
                 self._system._scheduler.request_slice(self.agent_id)
             return ids
@@ -476,6 +487,7 @@ class MemoryManager:
                         "journalled and queued, trying again in %.1f s", self.agent_id, exc,
                         delay)
                     return delay
+                self._rememberer.unanswered.pop(jtask.id, None)
                 log.warning(
                     "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
                     "pending in the journal on the endpoint and runs at the agent's next "
@@ -494,6 +506,7 @@ class MemoryManager:
                     )
                     return delay
                 log_failed_attempt("segment", str(exc), f"attempt {total} of {total}, giving up")
+            self._rememberer.unanswered.pop(jtask.id, None)
             jtask.attempts = max(attempts, 1)
             try:
                 self._journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")

@@ -16,6 +16,7 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import NEXT, PREVIOUS, LinkData, LinkStore
 from memory_rdf._nodes import NodeData, NodeStore
+from memory_rdf._remote import EndpointUnavailable
 from memory_rdf._store import MemoryStore, WriteBatch
 from memory_rdf._text import index_terms
 from memory_rdf._types import (
@@ -115,6 +116,22 @@ class Rememberer:
         self.clock = CreatedAtClock(metadata.last_created_at)
         self.make_room = make_room
         self.stats = CallStats()
+        #: Writes a SPARQL endpoint did not answer (:class:`EndpointUnavailable`), by journal
+        #: task id, with the node ids they create: the server may still apply them (a slow
+        #: server runs a request its client gave up on), so a retry of the remember sends the
+        #: same write again (:meth:`resend`) instead of a new one with new nodes (SPEC §8).
+        self.unanswered: dict[str, tuple[WriteBatch, list[str]]] = {}
+
+    def resend(self, task: JournalTask) -> list[str] | None:
+        """Send again the write of ``task`` that was not answered, as it was (a copy of it
+        landing late changes nothing then); None when there is none."""
+        unanswered = self.unanswered.get(task.id)
+        if unanswered is None:
+            return None
+        batch, ids = unanswered
+        self.store.commit(batch)
+        del self.unanswered[task.id]
+        return ids
 
     def segment(self, text: str) -> list[str]:
         """One segmentation attempt (failure → :class:`SegmentationFailed`)."""
@@ -261,7 +278,11 @@ class Rememberer:
         if created is not None:
             self.metadata.record_creation(batch, created, seq)
         self.journal.remove(batch, task.id)
-        self.store.commit(batch)
+        try:
+            self.store.commit(batch)
+        except EndpointUnavailable:
+            self.unanswered[task.id] = (batch, ids)
+            raise
         return ids
 
 

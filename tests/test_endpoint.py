@@ -7,6 +7,7 @@ those modules)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.server
 import io
 import json
@@ -377,6 +378,58 @@ def test_a_write_retried_past_its_lease_is_not_sent_once_another_took_the_agent(
 # ---------------------------------------------------------------------------------------------
 # Server faults (SPEC §8: nothing accepted is lost)
 # ---------------------------------------------------------------------------------------------
+
+
+class _LateWrite(_Partition):
+    """A slow server: the first update carrying ``marker`` after its journal entry (the
+    remember's write) is applied 4 s late, once its client gave up on it; the retry that
+    follows is answered 503 (the server is overloaded)."""
+
+    marker = b""
+    seen = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.rfile = io.BytesIO(body)
+        if self.path.endswith("/update") and type(self).marker in body:
+            type(self).seen += 1
+            if type(self).seen == 2:
+                time.sleep(4.0)
+            elif type(self).seen == 3:
+                type(self).cut = True
+                try:
+                    super().do_POST()
+                finally:
+                    type(self).cut = False
+                return
+        with contextlib.suppress(OSError):  # the client of the late write is gone
+            super().do_POST()
+
+
+def test_a_remember_whose_write_lands_after_its_client_gave_up_is_stored_once(
+    server: Server,
+) -> None:
+    # The write was not answered in time (EndpointUnavailable): the remember stays queued and
+    # is tried again. Its check (is the task still in the journal?) ran before the slow server
+    # applied the first copy, so the remember ran again with new nodes, and both landed.
+    handler = type("Handler", (_LateWrite,),
+                   {"target": server.base, "cut": False, "marker": b"stored+once", "seen": 0})
+    config = Config(auto_compress=False, max_retries=1, retry_initial_delay=0.1,
+                    retry_max_delay=0.2)
+    with loopback(handler) as proxy, \
+            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update", timeout=1.0) as ep:
+        mem = MemoryManager("late", endpoint=ep, config=config, model=ScriptedModel())
+        mem.initialize()
+        try:
+            mem.remember(say("stored once"))
+            time.sleep(5.0)  # the late copy has landed
+            assert mem.wait_idle(10)
+            assert mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }") == [
+                {"c": "stored once"}]
+            assert mem.pending_remembers() == 0
+        finally:
+            mem.close(timeout=5)
+
 
 
 def test_server_down_at_remember_is_a_clear_error_and_nothing_is_accepted(
