@@ -296,6 +296,18 @@ class _Partition(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def _through_and_direct(server: Server, handler: type[_Partition],
+                        lease: float) -> Iterator[tuple[SparqlEndpoint, SparqlEndpoint]]:
+    """Two endpoints of ``server`` with leases of ``lease`` s: one through a proxy made of
+    ``handler`` (which can cut it off), one direct."""
+    with loopback(handler) as proxy, \
+            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update",
+                           lease_seconds=lease) as far, \
+            server.endpoint(lease_seconds=lease) as near:
+        yield far, near
+
+
 def test_a_holder_cut_off_past_its_lease_writes_nothing_once_another_took_the_agent(
     server: Server,
 ) -> None:
@@ -304,10 +316,7 @@ def test_a_holder_cut_off_past_its_lease_writes_nothing_once_another_took_the_ag
     # journalled (accepted!) into the agent now held by the other process, which never ran it.
     lease = 3.0
     handler = type("Handler", (_Partition,), {"target": server.base, "cut": False})
-    with loopback(handler) as proxy, \
-            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update",
-                           lease_seconds=lease) as far, \
-            server.endpoint(lease_seconds=lease) as near:
+    with _through_and_direct(server, handler, lease) as (far, near):
         old = MemoryManager("partitioned", endpoint=far, config=FAST, model=ScriptedModel())
         old.initialize()
         try:
@@ -355,10 +364,7 @@ def test_a_write_retried_past_its_lease_is_not_sent_once_another_took_the_agent(
                    {"target": server.base, "cut": False, "marker": b"only+once", "seen": 0})
     config = Config(auto_compress=False, max_retries=40, retry_initial_delay=0.25,
                     retry_max_delay=0.5)
-    with loopback(handler) as proxy, \
-            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update",
-                           lease_seconds=lease) as far, \
-            server.endpoint(lease_seconds=lease) as near:
+    with _through_and_direct(server, handler, lease) as (far, near):
         old = MemoryManager("retried", endpoint=far, config=config, model=ScriptedModel())
         old.initialize()
         try:
@@ -535,6 +541,23 @@ def test_close_while_the_server_is_down_does_not_wait_out_the_retries(
             assert again.failed_tasks() == []
 
 
+@contextlib.contextmanager
+def _server_killed_mid_remember(server: Server, agent: str,
+                                config: Config) -> Iterator[MemoryManager]:
+    """An agent whose remember of "accepted before the outage" (journalled on the server) is
+    in its model call when the server is killed: its write will meet a closed port."""
+    with server.endpoint(timeout=2.0) as ep:
+        mem = MemoryManager(agent, endpoint=ep, config=config, model=ScriptedModel(delay=0.5))
+        mem.initialize()
+        try:
+            mem.remember(say("accepted before the outage"))
+            time.sleep(0.1)  # the model call is in flight
+            server.kill()
+            yield mem
+        finally:
+            mem.close(timeout=5)
+
+
 def test_a_remember_whose_write_outlasts_the_retries_runs_once_the_server_is_back(
     own_server: Server, caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -544,22 +567,13 @@ def test_a_remember_whose_write_outlasts_the_retries_runs_once_the_server_is_bac
     # of this process's recalls until the agent was opened again.
     config = Config(auto_compress=False, max_retries=1, retry_initial_delay=0.05,
                     retry_max_delay=0.2)
-    with own_server.endpoint(timeout=2.0) as ep:
-        mem = MemoryManager("outage", endpoint=ep, config=config,
-                            model=ScriptedModel(delay=0.5))
-        mem.initialize()
-        try:
-            mem.remember(say("accepted before the outage"))
-            time.sleep(0.1)  # the model call is in flight
-            own_server.kill()
-            time.sleep(1.5)  # the write's attempts all meet a closed port
-            own_server.start()
-            assert mem.wait_idle(30)
-            assert mem.recall(["outage"]) == "[记忆] accepted before the outage"
-            assert mem.failed_tasks() == [] and mem.pending_remembers() == 0
-            assert len(mem.sparql("SELECT ?n WHERE { ?n a memory:Node }")) == 1
-        finally:
-            mem.close(timeout=5)
+    with _server_killed_mid_remember(own_server, "outage", config) as mem:
+        time.sleep(1.5)  # the write's attempts all meet a closed port
+        own_server.start()
+        assert mem.wait_idle(30)
+        assert mem.recall(["outage"]) == "[记忆] accepted before the outage"
+        assert mem.failed_tasks() == [] and mem.pending_remembers() == 0
+        assert len(mem.sparql("SELECT ?n WHERE { ?n a memory:Node }")) == 1
     assert "kept as a failed task" not in caplog.text
     assert "stays journalled and queued, trying again" in caplog.text
 
@@ -569,24 +583,15 @@ def test_a_recall_that_times_out_while_the_server_is_away_says_so(own_server: Se
     # away used to time out saying only "timed out" (MCP's recall: after 120 s).
     config = Config(auto_compress=False, max_retries=30, retry_initial_delay=0.1,
                     retry_max_delay=0.2)
-    with own_server.endpoint(timeout=2.0) as ep:
-        mem = MemoryManager("away", endpoint=ep, config=config,
-                            model=ScriptedModel(delay=0.5))
-        mem.initialize()
-        try:
-            mem.remember(say("accepted before the outage"))
-            time.sleep(0.1)  # the model call is in flight
-            own_server.kill()
-            with pytest.raises(TimeoutError, match=r"recall on agent 'away' timed out: the "
-                               r"SPARQL endpoint http://127\.0\.0\.1:\d+/query is not "
-                               r"answering \(no answer for \d+ s, last: Connect"):
-                mem.recall(["outage"], timeout=2)
-            own_server.start()
-            assert mem.wait_idle(30)
-            assert mem.recall(["outage"]) == "[记忆] accepted before the outage"
-            assert mem._store is not None and mem._store.outage() is None  # answered again
-        finally:
-            mem.close(timeout=5)
+    with _server_killed_mid_remember(own_server, "away", config) as mem:
+        with pytest.raises(TimeoutError, match=r"recall on agent 'away' timed out: the "
+                           r"SPARQL endpoint http://127\.0\.0\.1:\d+/query is not "
+                           r"answering \(no answer for \d+ s, last: Connect"):
+            mem.recall(["outage"], timeout=2)
+        own_server.start()
+        assert mem.wait_idle(30)
+        assert mem.recall(["outage"]) == "[记忆] accepted before the outage"
+        assert mem._store is not None and mem._store.outage() is None  # answered again
 
 
 # ---------------------------------------------------------------------------------------------
