@@ -446,23 +446,8 @@ class MemoryManager:
                          "queued) before this KeyboardInterrupt was raised")
 
     def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
-        outages = 0  # attempts that ended with the SPARQL endpoint away (SPEC §8)
-
         def start() -> Generator[Backoff, None, list[str]]:
-            ids: list[str] | None = None
-            if outages:
-                rememberer = self._rememberer
-                if not any(t.id == jtask.id for t in self._journal.tasks("pending")):
-                    # The write that was not answered had landed: the task left the journal.
-                    unanswered = rememberer.unanswered.pop(jtask.id, None)
-                    if unanswered is not None:
-                        unanswered[0].run_after_commit()
-                    return []
-                # Not landed yet, or never: the same write again (a slow server may still
-                # apply the first copy; a new write, with new nodes, stored the remember twice).
-                ids = rememberer.resend(jtask)
-            if ids is None:
-                ids = yield from self._rememberer.run(jtask)
+            ids = yield from self._remember_through_outages(jtask)
             if self.config.auto_compress:
                 self._system._scheduler.request_slice(self.agent_id)
             return ids
@@ -473,21 +458,12 @@ class MemoryManager:
             """Segmentation failed: back to the tail after a backoff delay, up to max_retries
             times (SPEC §5.1); any other failure, or too many: kept in the journal as failed,
             and said so in the log."""
-            nonlocal attempts, outages
+            nonlocal attempts
+            self._rememberer.unanswered.pop(jtask.id, None)  # the task ends in this session
             if isinstance(exc, EndpointUnavailable | StoreLockedError) and self.endpoint:
-                # Nothing to mark: the journal entry stays pending on the server. While the
-                # agent is open, try again once the server is back (an accepted remember is
-                # never dropped, SPEC §8); closing or after the lease was lost, the next
-                # initialize() of the agent, in whichever process, runs it.
-                if isinstance(exc, EndpointUnavailable) and not self.closed:
-                    outages += 1
-                    delay = max(backoff_delay(self.config, outages), 0.1)
-                    log.warning(
-                        "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
-                        "journalled and queued, trying again in %.1f s", self.agent_id, exc,
-                        delay)
-                    return delay
-                self._rememberer.unanswered.pop(jtask.id, None)
+                # Nothing to mark: the journal entry stays pending on the server. Closing, or
+                # after the lease was lost, the next initialize() of the agent, in whichever
+                # process, runs it (an accepted remember is never dropped, SPEC §8).
                 log.warning(
                     "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
                     "pending in the journal on the endpoint and runs at the agent's next "
@@ -506,7 +482,6 @@ class MemoryManager:
                     )
                     return delay
                 log_failed_attempt("segment", str(exc), f"attempt {total} of {total}, giving up")
-            self._rememberer.unanswered.pop(jtask.id, None)
             jtask.attempts = max(attempts, 1)
             try:
                 self._journal.mark_failed(jtask, f"{type(exc).__name__}: {exc}")
@@ -530,6 +505,29 @@ class MemoryManager:
             self.agent_id, Task(TaskKind.REMEMBER, start, on_error=on_error), None,
             reservation=slot,
         )
+
+    def _remember_through_outages(self, jtask: JournalTask) -> Generator[Backoff, None,
+                                                                          list[str]]:
+        """The remember run; a write its SPARQL endpoint did not answer is settled after a
+        backoff, in the task's place: the agent's later tasks wait behind it (SPEC §5.3), and
+        it is tried until the server is back or the agent closes (SPEC §8: an accepted
+        remember is never dropped). Closing, the outage ends the task (``on_error``)."""
+        outages = 0
+        while True:
+            try:
+                ids = self._rememberer.settle_unanswered(jtask) if outages else None
+                if ids is None:
+                    ids = yield from self._rememberer.run(jtask)
+                return ids
+            except EndpointUnavailable as exc:
+                if self.closed:
+                    raise
+                outages += 1
+                delay = max(backoff_delay(self.config, outages), 0.1)
+                log.warning(
+                    "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
+                    "journalled and queued, trying again in %.1f s", self.agent_id, exc, delay)
+                yield Backoff(delay)
 
     # -- recall --------------------------------------------------------------------------------
 

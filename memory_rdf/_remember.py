@@ -122,9 +122,17 @@ class Rememberer:
         #: same write again (:meth:`resend`) instead of a new one with new nodes (SPEC §8).
         self.unanswered: dict[str, tuple[WriteBatch, list[str]]] = {}
 
-    def resend(self, task: JournalTask) -> list[str] | None:
-        """Send again the write of ``task`` that was not answered, as it was (a copy of it
-        landing late changes nothing then); None when there is none."""
+    def settle_unanswered(self, task: JournalTask) -> list[str] | None:
+        """After an outage: ``[]`` when the write of ``task`` had landed after all (the task
+        left the journal; its after-commit steps run now), the node ids when its unanswered
+        write is sent again, as it was (a slow server may still apply the first copy: a new
+        write, with new nodes, stored the remember twice); None when there is no such write
+        (the remember runs again)."""
+        if not any(t.id == task.id for t in self.journal.tasks("pending")):
+            unanswered = self.unanswered.pop(task.id, None)
+            if unanswered is not None:
+                unanswered[0].run_after_commit()
+            return []
         unanswered = self.unanswered.get(task.id)
         if unanswered is None:
             return None

@@ -381,6 +381,37 @@ def test_a_write_retried_past_its_lease_is_not_sent_once_another_took_the_agent(
             old.close(timeout=5)
 
 
+def test_a_remember_waiting_out_an_outage_keeps_the_later_ones_behind_it(
+    server: Server, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # SPEC §5.3: a remember in backoff keeps its agent's later tasks waiting behind it. One
+    # whose write met the server away went to the tail of the agent's queue: once the server
+    # was back, the next remember ran first (its memory linked to the focus without the
+    # first's), and the first was stored after it from a write built before.
+    handler = type("Handler", (_PartitionAtWrite,),
+                   {"target": server.base, "cut": False, "marker": b"first+remember", "seen": 0})
+    config = Config(auto_compress=False, max_retries=0, retry_initial_delay=1.5,
+                    retry_max_delay=2.0)
+    with loopback(handler) as proxy, \
+            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update") as ep:
+        mem = MemoryManager("inorder", endpoint=ep, config=config, model=ScriptedModel())
+        mem.initialize()
+        try:
+            mem.remember(say("first remember"))
+            mem.remember(say("second remember"))
+            deadline = time.monotonic() + 20
+            while "trying again in" not in caplog.text:  # the first's write met the outage
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            handler.cut = False  # the server is back before the first's backoff ends
+            assert mem.wait_idle(30)
+            assert mem.sparql("""ASK { ?a memory:content "first remember" .
+                                       ?b memory:content "second remember" .
+                                       ?l memory:source ?b ; memory:target ?a }""")
+        finally:
+            mem.close(timeout=5)
+
+
 # ---------------------------------------------------------------------------------------------
 # Server faults (SPEC §8: nothing accepted is lost)
 # ---------------------------------------------------------------------------------------------
