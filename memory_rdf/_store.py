@@ -600,7 +600,7 @@ def run_bounded(run: Callable[[threading.Event], T], timeout: float | None) -> T
             # The traceback's frames hold the query's result objects, which pyoxigraph
             # refuses to drop on another thread (a RuntimeError when the caller's thread
             # collects them): drop them here, where they were made.
-            traceback.clear_frames(exc.__traceback__)
+            _clear_frames(exc)
             box.append((False, exc))
 
     worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)
@@ -931,6 +931,16 @@ class _OpenStores:
     def discard(self, store: AgentStore) -> None:
         with self._lock:
             self._stores.discard(store)
+
+    def open_with_room(self, opening: AgentStore, open_: Callable[[], T]) -> T:
+        """``open_()`` (a store or a lock file of ``opening``), tried once more after every
+        idle store is parked when the process's limit of open files refuses it."""
+        try:
+            return open_()
+        except (OSError, StoreError) as exc:
+            if not (too_many_open_files(exc) and self.make_room(opening, everything=True)):
+                raise
+        return open_()
 
     def make_room(self, opening: AgentStore, *, everything: bool = False) -> int:
         """Park idle stores (least recently used first) when the process is near its limit
@@ -1769,16 +1779,10 @@ class AgentStore(MemoryStore):
             elif read_only:
                 self._store = ox.Store.read_only(str(path))
             else:
-                OPEN_STORES.make_room(self)
                 # The lock first: the crash repair and the checks below must not run while
                 # another writer (a purge's swap, above all) is at work in the directory.
-                try:
-                    self._agent_lock = AgentLock(path, what)
-                except StoreError as exc:
-                    if not (too_many_open_files(exc)
-                            and OPEN_STORES.make_room(self, everything=True)):
-                        raise
-                    self._agent_lock = AgentLock(path, what)
+                self._agent_lock = OPEN_STORES.open_with_room(
+                    self, lambda: AgentLock(path, what))
                 try:
                     _finish_rewrite(path)
                     _refuse_foreign_directory(path)
@@ -1853,13 +1857,7 @@ class AgentStore(MemoryStore):
         limit of open files, it is tried once more after every idle store is parked."""
         with OPEN_STORES.opening:
             OPEN_STORES.make_room(self)
-            try:
-                store = ox.Store(str(path))
-            except OSError as exc:
-                if not (too_many_open_files(exc)
-                        and OPEN_STORES.make_room(self, everything=True)):
-                    raise
-                store = ox.Store(str(path))
+            store = OPEN_STORES.open_with_room(self, lambda: ox.Store(str(path)))
         _prune_info_logs(path)
         return store
 
@@ -2652,7 +2650,7 @@ def _load_backup(building: Path, source: Path, fmt: str, agent_id: str,
     except BaseException as exc:
         # The traceback's frames hold the store: cleared, so the lock goes with it below and
         # the caller can remove the directory.
-        traceback.clear_frames(exc.__traceback__)
+        _clear_frames(exc)
         raise
     finally:
         store = None
