@@ -164,12 +164,17 @@ def _write_bytes(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
+def _os_reason(exc: OSError) -> str:
+    """An operating-system error's reason ("Permission denied"), not Python's "[Errno 13] …"."""
+    return exc.strerror or str(exc)
+
+
 def _write_file(target: Path, data: bytes) -> None:
     """``data`` written to ``target``; an error is one line naming the file and the reason."""
     try:
         target.write_bytes(data)
     except OSError as exc:
-        raise _CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise _CliError(f"cannot write {target}: {_os_reason(exc)}") from None
 
 
 def _human_bytes(n: int) -> str:
@@ -319,7 +324,7 @@ def _read_file(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise _CliError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
-        raise _CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise _CliError(f"cannot read {path}: {_os_reason(exc)}") from None
 
 
 def _parse_batches(text: str, source: str) -> list[list[Message]]:
@@ -1370,7 +1375,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         _error(str(exc) or type(exc).__name__)
         return 1
     except OSError as exc:  # the reason, not Python's "[Errno 98] …"
-        said = exc.strerror if exc.errno is not None and exc.strerror else str(exc)
+        said = _os_reason(exc)
         _error((f"{said} ({exc.filename})" if exc.filename else said) or type(exc).__name__)
         return 1
     except KeyboardInterrupt:
