@@ -421,6 +421,7 @@ def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], f
     clauses = an.clauses
     chosen: dict[int, list[int]] = {}
     line_len: dict[int, int] = {}  # rendered length of each message's line
+    lines = 0  # their sum
     kept: set[str] = set()
     total = 0  # rendered length: lines plus the newlines between them
     score = 0.0
@@ -433,7 +434,7 @@ def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], f
             new_len = (len(an.prefixes[m]) if with_prefix else 0) + len(body) if body else 0
             old_len = line_len.get(m, 0)
             n_lines = len(line_len) - (1 if old_len else 0) + (1 if new_len else 0)
-            new_total = sum(line_len.values()) - old_len + new_len + max(0, n_lines - 1)
+            new_total = lines - old_len + new_len + max(0, n_lines - 1)
             if new_total > target:
                 continue
             gain = sum(an.term_weights[w] for w in set(clauses[i].terms) - kept)
@@ -446,6 +447,7 @@ def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], f
         m = clauses[i].msg
         left.remove(i)
         chosen[m] = sorted([*chosen.get(m, []), i])
+        lines += new_len - line_len.get(m, 0)
         if new_len:
             line_len[m] = new_len
         else:
