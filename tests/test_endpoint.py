@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -381,6 +382,23 @@ def test_a_write_retried_past_its_lease_is_not_sent_once_another_took_the_agent(
             old.close(timeout=5)
 
 
+@contextlib.contextmanager
+def _agent_behind(server: Server, proxy_kind: type[_Partition], marker: bytes, agent: str,
+                  config: Config, **endpoint: Any) -> Iterator[tuple[Any, MemoryManager]]:
+    """An open agent whose endpoint reaches ``server`` through a proxy of ``proxy_kind``
+    watching for ``marker`` (its handler class, to cut or heal, and the manager)."""
+    handler: Any = type("Handler", (proxy_kind,),
+                        {"target": server.base, "cut": False, "marker": marker, "seen": 0})
+    with loopback(handler) as proxy, \
+            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update", **endpoint) as ep:
+        mem = MemoryManager(agent, endpoint=ep, config=config, model=ScriptedModel())
+        mem.initialize()
+        try:
+            yield handler, mem
+        finally:
+            mem.close(timeout=5)
+
+
 def test_a_remember_waiting_out_an_outage_keeps_the_later_ones_behind_it(
     server: Server, caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -388,28 +406,21 @@ def test_a_remember_waiting_out_an_outage_keeps_the_later_ones_behind_it(
     # whose write met the server away went to the tail of the agent's queue: once the server
     # was back, the next remember ran first (its memory linked to the focus without the
     # first's), and the first was stored after it from a write built before.
-    handler = type("Handler", (_PartitionAtWrite,),
-                   {"target": server.base, "cut": False, "marker": b"first+remember", "seen": 0})
     config = Config(auto_compress=False, max_retries=0, retry_initial_delay=1.5,
                     retry_max_delay=2.0)
-    with loopback(handler) as proxy, \
-            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update") as ep:
-        mem = MemoryManager("inorder", endpoint=ep, config=config, model=ScriptedModel())
-        mem.initialize()
-        try:
-            mem.remember(say("first remember"))
-            mem.remember(say("second remember"))
-            deadline = time.monotonic() + 20
-            while "trying again in" not in caplog.text:  # the first's write met the outage
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
-            handler.cut = False  # the server is back before the first's backoff ends
-            assert mem.wait_idle(30)
-            assert mem.sparql("""ASK { ?a memory:content "first remember" .
-                                       ?b memory:content "second remember" .
-                                       ?l memory:source ?b ; memory:target ?a }""")
-        finally:
-            mem.close(timeout=5)
+    with _agent_behind(server, _PartitionAtWrite, b"first+remember", "inorder",
+                       config) as (handler, mem):
+        mem.remember(say("first remember"))
+        mem.remember(say("second remember"))
+        deadline = time.monotonic() + 20
+        while "trying again in" not in caplog.text:  # the first's write met the outage
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        handler.cut = False  # the server is back before the first's backoff ends
+        assert mem.wait_idle(30)
+        assert mem.sparql("""ASK { ?a memory:content "first remember" .
+                                   ?b memory:content "second remember" .
+                                   ?l memory:source ?b ; memory:target ?a }""")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,23 +460,16 @@ def test_a_remember_whose_write_lands_after_its_client_gave_up_is_stored_once(
     # The write was not answered in time (EndpointUnavailable): the remember stays queued and
     # is tried again. Its check (is the task still in the journal?) ran before the slow server
     # applied the first copy, so the remember ran again with new nodes, and both landed.
-    handler = type("Handler", (_LateWrite,),
-                   {"target": server.base, "cut": False, "marker": b"stored+once", "seen": 0})
     config = Config(auto_compress=False, max_retries=1, retry_initial_delay=0.1,
                     retry_max_delay=0.2)
-    with loopback(handler) as proxy, \
-            SparqlEndpoint(f"{proxy}/query", update_url=f"{proxy}/update", timeout=1.0) as ep:
-        mem = MemoryManager("late", endpoint=ep, config=config, model=ScriptedModel())
-        mem.initialize()
-        try:
-            mem.remember(say("stored once"))
-            time.sleep(5.0)  # the late copy has landed
-            assert mem.wait_idle(10)
-            assert mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }") == [
-                {"c": "stored once"}]
-            assert mem.pending_remembers() == 0
-        finally:
-            mem.close(timeout=5)
+    with _agent_behind(server, _LateWrite, b"stored+once", "late", config,
+                       timeout=1.0) as (_, mem):
+        mem.remember(say("stored once"))
+        time.sleep(5.0)  # the late copy has landed
+        assert mem.wait_idle(10)
+        assert mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }") == [
+            {"c": "stored once"}]
+        assert mem.pending_remembers() == 0
 
 
 
