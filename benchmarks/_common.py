@@ -77,7 +77,12 @@ def aged_slices(nodes: int, most: int = 30) -> int:
 
 @dataclass
 class ScanTiming:
-    """Compression slices timed by :func:`time_compression`."""
+    """Compression slices timed by :func:`time_compression`.
+
+    A figure whose denominator is not above zero is ``None``, and :meth:`not_measurable`
+    says why: the model's time is wall-clock time, and on a loaded machine the thread can
+    be off the CPU for much of a model call, so "CPU time minus model time" can come out at
+    or below zero — a rate computed from it (once clamped to 1e-9 s) read 6e+11 scans/s."""
 
     scans: int = 0
     model_calls: int = 0
@@ -89,42 +94,95 @@ class ScanTiming:
     model_s: float = 0.0  # inside the model's calls (``Compressor.stats.seconds``)
 
     @property
-    def per_s(self) -> float:
-        return self.scans / max(self.wall_s, 1e-9)
+    def per_s(self) -> float | None:
+        return self._figures()["per_s"][0]
 
     @property
-    def per_s_excl_model(self) -> float:
-        return self.scans / max(self.wall_s - self.model_s, 1e-9)
+    def per_s_excl_model(self) -> float | None:
+        return self._figures()["per_s_excl_model"][0]
 
     @property
-    def per_cpu_s_excl_model(self) -> float:
-        return self.scans / max(self.cpu_s - self.model_s, 1e-9)
+    def per_cpu_s_excl_model(self) -> float | None:
+        return self._figures()["per_cpu_s_excl_model"][0]
 
     @property
-    def thread_cpu_us_per_scan(self) -> float:
+    def thread_cpu_us_per_scan(self) -> float | None:
         """The compression thread's CPU time per scan, model time excluded."""
-        return (self.cpu_s - self.model_s) * 1e6 / max(self.scans, 1)
+        return self._figures()["thread_cpu_us_per_scan"][0]
 
     @property
-    def process_cpu_us_per_scan(self) -> float:
+    def process_cpu_us_per_scan(self) -> float | None:
         """CPU time of the whole process per scan, model time excluded (the built-in model
         and FastModel compute on the compression thread: their time is CPU time)."""
-        return (self.process_cpu_s - self.model_s) * 1e6 / max(self.scans, 1)
+        return self._figures()["process_cpu_us_per_scan"][0]
 
     @property
-    def others_cpu_us_per_scan(self) -> float:
+    def others_cpu_us_per_scan(self) -> float | None:
         """CPU time of the process's other threads per scan: the disk writer applying the
         scans' updates to RocksDB while the compression thread applies them to the read
         mirror, RocksDB's memtable flushes and the compactions the writes set off."""
-        return (self.process_cpu_s - self.cpu_s) * 1e6 / max(self.scans, 1)
+        return self._figures()["others_cpu_us_per_scan"][0]
 
     @property
-    def ceiling_per_s(self) -> float:
+    def ceiling_per_s(self) -> float | None:
         """The most scans/s this machine's CPUs allow at that cost, with a model that takes
         no time: every CPU the process may run on, busy with nothing else. (The measured
         rate excluding the model can pass it: the other threads also run while the model
         computes.)"""
-        return cpus() * 1e6 / max(self.process_cpu_us_per_scan, 1e-9)
+        return self._figures()["ceiling_per_s"][0]
+
+    def not_measurable(self) -> dict[str, str]:
+        """Why each figure that is ``None`` could not be computed, by property name."""
+        return {name: why for name, (value, why) in self._figures().items() if value is None
+                and why is not None}
+
+    def _figures(self) -> dict[str, tuple[float | None, str | None]]:
+        scans = self.scans
+        wall, cpu, process, model = self.wall_s, self.cpu_s, self.process_cpu_s, self.model_s
+        no_scans = "no scan was timed"
+
+        def over(num: float, den: float, why: str) -> tuple[float | None, str | None]:
+            return (num / den, None) if den > 0 else (None, why)
+
+        def per_scan(cpu_s: float, why: str) -> tuple[float | None, str | None]:
+            if scans <= 0:
+                return None, no_scans
+            return (cpu_s * 1e6 / scans, None) if cpu_s > 0 else (None, why)
+
+        model_over_thread = (f"model time ({model:.3g} s, wall-clock) exceeded the compression "
+                             f"thread's CPU time ({cpu:.3g} s): the machine was too loaded")
+        model_over_process = (f"model time ({model:.3g} s, wall-clock) exceeded the process's "
+                              f"CPU time ({process:.3g} s): the machine was too loaded")
+        process_cpu = per_scan(process - model, model_over_process)
+        others: tuple[float | None, str | None]
+        if scans <= 0:
+            others = (None, no_scans)
+        elif process < cpu:
+            others = (None, f"the process's CPU time ({process:.3g} s) is below its "
+                            f"compression thread's ({cpu:.3g} s)")
+        else:
+            others = ((process - cpu) * 1e6 / scans, None)
+        ceiling: tuple[float | None, str | None] = (
+            (None, process_cpu[1]) if process_cpu[0] is None
+            else (cpus() * 1e6 / process_cpu[0], None))
+        return {
+            "per_s": over(scans, wall, "no wall-clock time was timed"),
+            "per_s_excl_model": over(
+                scans, wall - model, f"model time ({model:.3g} s) is not below the "
+                                     f"wall-clock time ({wall:.3g} s)"),
+            "per_cpu_s_excl_model": over(scans, cpu - model, model_over_thread),
+            "thread_cpu_us_per_scan": per_scan(cpu - model, model_over_thread),
+            "process_cpu_us_per_scan": process_cpu,
+            "others_cpu_us_per_scan": others,
+            "ceiling_per_s": ceiling,
+        }
+
+
+def figure(value: float | None, spec: str = ",.0f", why: str | None = None) -> str:
+    """``value`` formatted with ``spec``, or "not measurable (why)" when it is ``None``."""
+    if value is None:
+        return "not measurable" + (f" ({why})" if why else "")
+    return format(value, spec)
 
 
 def cpus() -> int:

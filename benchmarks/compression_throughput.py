@@ -47,6 +47,7 @@ from benchmarks._common import (  # noqa: E402
     FastModel,
     aged_slices,
     cpus,
+    figure,
     percentiles,
     time_compression,
     timed,
@@ -104,16 +105,18 @@ def run(size: int, slices: int | None, tmp: Path, focus_limit: int, decay: float
                     next_batch(mem)
                 where = "mirror on " if mirror else "mirror off"
                 t = time_compression(mem, slices or aged_slices(size), [(label, model)])[label]
-                print(f"  scans/s {label:<15} {where} {t.per_s:9,.0f} including the model, "
-                      f"{t.per_s_excl_model:9,.0f} excluding it, {t.per_cpu_s_excl_model:9,.0f} "
-                      f"per CPU second of the compression thread   ({t.scans} scans, "
-                      f"{t.model_calls} model calls)")
-                print(f"  {'':<31} process CPU {t.process_cpu_us_per_scan:,.0f} µs a scan, model "
-                      f"excluded ({t.thread_cpu_us_per_scan:,.0f} the compression thread, "
-                      f"{t.others_cpu_us_per_scan:,.0f} the others: disk writer, RocksDB): with a "
-                      f"model that "
-                      f"takes no time, at most {t.ceiling_per_s:,.0f} scans/s on this "
-                      f"machine's {cpus()} CPUs")
+                why = t.not_measurable()
+                print(f"  scans/s {label:<15} {where} {figure(t.per_s, '9,.0f')} including the "
+                      f"model, {figure(t.per_s_excl_model, '9,.0f')} excluding it, "
+                      f"{figure(t.per_cpu_s_excl_model, '9,.0f')} per CPU second of the "
+                      f"compression thread   ({t.scans} scans, {t.model_calls} model calls)")
+                print(f"  {'':<31} process CPU {figure(t.process_cpu_us_per_scan)} µs a scan, "
+                      f"model excluded ({figure(t.thread_cpu_us_per_scan)} the compression "
+                      f"thread, {figure(t.others_cpu_us_per_scan)} the others: disk writer, "
+                      f"RocksDB): with a model that takes no time, at most "
+                      f"{figure(t.ceiling_per_s)} scans/s on this machine's {cpus()} CPUs")
+                for name, reason in why.items():
+                    print(f"  {'':<31} {name}: not measurable: {reason}")
 
 
 def next_batch(mem: MemoryManager) -> None:

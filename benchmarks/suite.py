@@ -24,6 +24,11 @@ the same machine at the same moment:
 Results go to ``--out`` (default ``benchmarks/results/``) as ``bench-<date>.json``, a
 Markdown table ``bench-<date>.md`` and, when matplotlib is installed, ``bench-<date>.png``
 (recall latency against node count per engine).
+
+A measurement that raises becomes an error row (``errors`` in the JSON, ``**error**`` in the
+Markdown) and the run goes on with every figure kept; ``main`` then returns 1, after writing
+the results. A figure whose denominator is not above zero is null with its reason
+(``not_measurable``), printed as "not measurable" with no ratio.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import platform
 import random
 import shutil
 import sqlite3
+import stat
 import statistics
 import subprocess
 import sys
@@ -55,6 +61,7 @@ from typing import Any
 from benchmarks._common import (
     WARMUP_SLICES,
     FastModel,
+    ScanTiming,
     aged_slices,
     cpus,
     percentiles,
@@ -119,15 +126,34 @@ def rss_bytes(field: str = "VmRSS") -> int:
     return 0
 
 
-def disk_usage(path: Path, nodes: int) -> dict[str, Any]:
+def disk_usage(path: Path, nodes: int, *,
+               walk: Callable[[Path], Iterator[tuple[str, list[str], list[str]]]] = os.walk,
+               ) -> dict[str, Any]:
     """Bytes of an Oxigraph (RocksDB) store: total, per node, and the table files (``.sst``)
-    apart from the write-ahead log (``.log``)."""
-    files = [p for p in path.rglob("*") if p.is_file()]
-    total = sum(p.stat().st_size for p in files)
-    sst = sum(p.stat().st_size for p in files if p.suffix == ".sst")
-    wal = sum(p.stat().st_size for p in files if p.suffix == ".log")
+    apart from the write-ahead log (``.log``).
+
+    RocksDB removes files as it compacts, also while they are being measured: a file listed
+    by ``walk`` and gone when its size is read is skipped (counted in ``vanished_files``), as
+    is a directory gone before it is listed (``os.walk`` ignores it). ``walk`` is the
+    directory walk, ``os.walk``'s signature (a test passes one that removes a file between
+    listing it and measuring it)."""
+    total = sst = wal = vanished = 0
+    for root, _dirs, files in walk(path):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except FileNotFoundError:
+                vanished += 1
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            total += st.st_size
+            if name.endswith(".sst"):
+                sst += st.st_size
+            elif name.endswith(".log"):
+                wal += st.st_size
     return {"bytes": total, "per_node": total / max(1, nodes), "sst_bytes": sst,
-            "wal_bytes": wal, "nodes": nodes}
+            "wal_bytes": wal, "nodes": nodes, "vanished_files": vanished}
 
 
 def summary(samples: Sequence[float]) -> dict[str, Any]:
@@ -218,35 +244,91 @@ def allocator() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+class InjectedFailure(RuntimeError):
+    """The error ``--fail-measure NAME`` makes the measurement NAME raise (for testing)."""
+
+
+#: The measurements of one store size, in the order they run: each one failing becomes an
+#: error row (``errors`` of the results) and the others still run. ``--fail-measure`` takes
+#: these names (and ``model_requests``, measured once per run).
+MEASURES = (
+    "disk_after_bulk_load", "open", "rss_fresh_process", "peers", "recall", "importance",
+    "next_batch", "disk_sqlite_peer", "remember", "disk_after_writes", "disk_after_optimize",
+    "disk_after_reopen", "compression_fast_model", "compression_builtin_model",
+)
+
+
+def error_row(exc: BaseException, **where: Any) -> dict[str, Any]:
+    """What the results keep of a failed measurement: where (size, measure, engine), the
+    error's type and message, and its traceback."""
+    return {**where, "type": type(exc).__name__, "message": str(exc),
+            "traceback": traceback.format_exception(exc)}
+
+
 class SizeRun:
     def __init__(self, size: int, mode: Mode, args: argparse.Namespace, work: Path,
                  say: Callable[[str], None], step: Callable[[str], None]) -> None:
         self.size, self.mode, self.args, self.work = size, mode, args, work
-        self.say, self.step = say, step
+        self.say = say
+        self.at = "starting"  # the step running, named in the row of a size that failed
+
+        def stepped(name: str) -> None:
+            self.at = name
+            step(name)
+
+        self.step = stepped
         # The peers write every perception entry with the Chinese templates (SPEC §5.4 v2 lets
         # a config fix one language): the texts stay comparable.
         self.config = Config(auto_compress=False, max_queue_size=1_000_000,
                              templates=Templates(forgotten_named_en=None,
                                                  forgotten_unnamed_en=None))
         self.out: dict[str, Any] = {"nodes_generated": size, "engines": {}, "recall": [],
-                                    "metrics": {}, "mismatches": []}
+                                    "metrics": {}, "mismatches": [], "errors": []}
         self.peers: list[Peer] = []
+
+    # -- measurements that fail alone ----------------------------------------------------------
+
+    def measure(self, key: str, fn: Callable[[], Any], engine: str = "memory_rdf", *,
+                keep: bool = True) -> Any:
+        """Run the measurement ``key``; its result goes to ``metrics[key]`` (with ``keep``;
+        without, the measurement records its figures itself). An exception becomes an error row
+        — ``metrics[key]`` holds it, ``errors`` lists it — and is logged; the run goes on,
+        every figure already taken kept. Returns the result, or None after an error."""
+        try:
+            if key in self.args.fail_measure:
+                raise InjectedFailure(f"made to fail with --fail-measure {key}")
+            value = fn()
+        except Exception as exc:
+            self.error(key, exc, engine)
+            return None
+        if keep:
+            self.out["metrics"][key] = value
+        return value
+
+    def error(self, key: str, exc: Exception, engine: str) -> None:
+        row = error_row(exc, nodes=self.size, measure=key, engine=engine)
+        self.out["errors"].append(row)
+        self.out["metrics"][key] = {"status": "error", "engine": engine, "type": row["type"],
+                                    "message": row["message"]}
+        self.say(f"[bold red]{self.size:,} nodes: {key} ({engine}) FAILED, the run goes on: "
+                 f"{row['type']}: {row['message']}\n{''.join(row['traceback'])}")
 
     # -- the whole size ------------------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
         out, cfg = self.out, self.config
+        metrics: dict[str, Any] = out["metrics"]
         path = self.work / f"agent{self.size}"
         self.step("generating the store")
         start = time.perf_counter()
         generate(path, self.size, decay=self.args.decay, forgotten=self.args.forgotten,
                  progress=False)
         out["generate_s"] = time.perf_counter() - start
-        out["metrics"]["disk_after_bulk_load"] = disk_usage(path, 0)
+        self.measure("disk_after_bulk_load", lambda: disk_usage(path, 0))
 
         self.step("timing store opens")
-        out["metrics"]["open"] = self.open_times(path)
-        out["metrics"]["rss_fresh_process"] = fresh_process_rss(path)
+        self.measure("open", lambda: self.open_times(path))
+        self.measure("rss_fresh_process", lambda: fresh_process_rss(path))
 
         rss_before_open = rss_bytes()
         self.model = TimedModel(FastModel())
@@ -262,52 +344,81 @@ class SizeRun:
             stats = mem.stats()
             out.update(nodes=stats["nodes"], links=stats["links"],
                        dangling_links=stats["dangling_links"])
-            bulk = out["metrics"]["disk_after_bulk_load"]
-            bulk.update(nodes=stats["nodes"], per_node=bulk["bytes"] / max(1, stats["nodes"]))
+            bulk = metrics["disk_after_bulk_load"]
+            if bulk.get("status") != "error":
+                bulk.update(nodes=stats["nodes"], per_node=bulk["bytes"] / max(1, stats["nodes"]))
 
             self.step("loading the peers")
-            snapshot = self.load_peers(mem)
+            snapshot = self.measure("peers", lambda: self.load_peers(mem), keep=False)
 
             self.step("recall: every engine, every query")
-            self.recall(mem, snapshot)
+            self.measure("recall", lambda: self.recall(mem, snapshot), keep=False)
 
             self.step("importance and next batch")
-            self.importance(mem, snapshot)
-            self.next_batch(mem)
+            self.measure("importance", lambda: self.importance(mem, snapshot))
+            self.measure("next_batch", lambda: self.next_batch(mem))
             sqlite_peer = self.peer("sqlite")
             if sqlite_peer is not None:
-                disk = sqlite_peer.disk_bytes()  # type: ignore[attr-defined]
-                out["metrics"]["disk_sqlite_peer"] = {
-                    "bytes": disk, "per_node": disk / max(1, stats["nodes"])}
+                def sqlite_disk() -> dict[str, Any]:
+                    disk = sqlite_peer.disk_bytes()  # type: ignore[attr-defined]
+                    return {"bytes": disk, "per_node": disk / max(1, stats["nodes"])}
+
+                self.measure("disk_sqlite_peer", sqlite_disk, engine=sqlite_peer.name)
             for peer in self.peers:
                 peer.close()
             self.peers.clear()
-            del snapshot
+            snapshot = None  # its memory goes before the remembers are timed
             gc.collect()
 
             self.step("remember throughput")
-            self.remember(mem)
+            self.measure("remember", lambda: self.remember(mem))
 
             self.step("disk after writing and after optimize()")
-            self.disk(mem, path)
+            def after_writes() -> dict[str, Any]:
+                assert mem._store is not None
+                mem._store.flush()
+                metrics["nodes_after"] = mem._nodes.count()
+                return disk_usage(path, metrics["nodes_after"])
+
+            def after_optimize() -> dict[str, Any]:
+                assert mem._store is not None
+                nodes = metrics.get("nodes_after") or mem._nodes.count()
+                start = time.perf_counter()
+                mem._store.optimize()
+                took = time.perf_counter() - start
+                return {**disk_usage(path, nodes), "optimize_s": took}
+
+            self.measure("disk_after_writes", after_writes)
+            self.measure("disk_after_optimize", after_optimize)
         # the write-ahead log stays on disk after optimize() until the store is opened again
         with MemoryManager(path.name, data_dir=self.work, config=cfg, model=FastModel()):
             pass
-        out["metrics"]["disk_after_reopen"] = disk_usage(path, out["metrics"]["nodes_after"])
+        nodes_after = metrics.get("nodes_after", out["nodes"])
+        self.measure("disk_after_reopen", lambda: disk_usage(path, nodes_after))
 
         self.step("compression scans")
         # Both models scan the same nodes in the same state: the built-in one on a copy.
         twin = self.work / f"{path.name}-twin"
-        shutil.copytree(path, twin)
+        copied: Exception | None = None
+        try:
+            shutil.copytree(path, twin)
+        except Exception as exc:  # the built-in model's row says so; FastModel's still runs
+            copied = exc
         try:
             for key, name, model in (
                 ("compression_fast_model", path.name, FastModel()),
                 ("compression_builtin_model", twin.name, HeuristicModel()),
             ):
-                with MemoryManager(name, data_dir=self.work, config=cfg, model=model) as mem:
-                    if isinstance(mem._store, AgentStore):
-                        mem._store.wait_mirror()  # steady state: not beside its build
-                    out["metrics"][key] = self.compression(mem)
+                def scans(name: str = name, model: SmallModel = model) -> dict[str, Any]:
+                    if copied is not None and name == twin.name:
+                        raise copied
+                    with MemoryManager(name, data_dir=self.work, config=cfg,
+                                       model=model) as mem:
+                        if isinstance(mem._store, AgentStore):
+                            mem._store.wait_mirror()  # steady state: not beside its build
+                        return self.compression(mem)
+
+                self.measure(key, scans, engine=type(model).__name__)
         finally:
             shutil.rmtree(twin, ignore_errors=True)
         out["rss_end_bytes"] = rss_bytes()
@@ -387,8 +498,10 @@ class SizeRun:
             start = time.perf_counter()
             try:
                 peer.load(snapshot, mem._store, peer_dir)
-            except Exception as exc:  # a peer failing to load is reported, not fatal
+            except Exception as exc:  # a peer failing to load is an error row, not fatal
                 engines[peer.name] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+                self.out["errors"].append(error_row(exc, nodes=self.size, measure="peers",
+                                                    engine=peer.name))
                 self.say(f"[red]{peer.name} failed to load: {exc}")
                 continue
             gc.collect()
@@ -457,7 +570,7 @@ class SizeRun:
 
     def _engine_failed(self, name: str, exc: Exception) -> None:
         self.out["engines"][name] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
-        self.out["mismatches"].append({"engine": name, "error": f"{type(exc).__name__}: {exc}"})
+        self.out["errors"].append(error_row(exc, nodes=self.size, measure="recall", engine=name))
         self.say(f"[bold red]{name} FAILED: {exc}")
 
     def _compare(self, row: dict[str, Any]) -> None:
@@ -488,7 +601,7 @@ class SizeRun:
 
     # -- importance, next batch ----------------------------------------------------------------
 
-    def importance(self, mem: MemoryManager, snapshot: Snapshot | None) -> None:
+    def importance(self, mem: MemoryManager, snapshot: Snapshot | None) -> dict[str, Any]:
         rng = random.Random(self.size)
         focus = set(mem._focus.ids())
         assert mem._store is not None
@@ -511,9 +624,9 @@ class SizeRun:
                                                "nodes": bad[:5]})
                 self.say(f"[bold red]MISMATCH: importance differs on {prefix} for "
                          f"{len(bad)} nodes")
-        self.out["metrics"]["importance"] = result
+        return result
 
-    def next_batch(self, mem: MemoryManager) -> None:
+    def next_batch(self, mem: MemoryManager) -> dict[str, Any]:
         from memory_rdf._store import render
 
         assert mem._store is not None
@@ -539,11 +652,11 @@ class SizeRun:
             if ids != got:
                 self.out["mismatches"].append({"metric": "next_batch", "engine": label})
                 self.say(f"[bold red]MISMATCH: next_batch(100) differs from {label}")
-        self.out["metrics"]["next_batch"] = result
+        return result
 
     # -- remember, disk, compression -----------------------------------------------------------
 
-    def remember(self, mem: MemoryManager) -> None:
+    def remember(self, mem: MemoryManager) -> dict[str, Any]:
         n = self.mode.remembers
         per = 5
         rng = random.Random(99)
@@ -557,16 +670,21 @@ class SizeRun:
         mem.wait_idle()
         wall = time.perf_counter() - start
         nodes = n * per
-        net = max(wall - timed.seconds, 1e-9)
+        net = wall - timed.seconds
         floor = self._write_floor(mem, n, per, rng)
-        self.out["metrics"]["remember"] = {
+        out: dict[str, Any] = {
             "remembers": n, "nodes": nodes, "wall_s": wall, "model_s": timed.seconds,
             "model_calls": timed.calls,
-            "nodes_per_s": nodes / net,
-            "ms_per_remember": net * 1000 / n,
-            "baseline_write_floor": {"nodes_per_s": nodes / floor,
+            "nodes_per_s": nodes / net if net > 0 else None,
+            "ms_per_remember": net * 1000 / n if net > 0 else None,
+            "baseline_write_floor": {"nodes_per_s": nodes / floor if floor > 0 else None,
                                      "ms_per_remember": floor * 1000 / n},
         }
+        if net <= 0:
+            why = (f"model time ({timed.seconds:.3g} s) is not below the wall-clock time "
+                   f"({wall:.3g} s)")
+            out["not_measurable"] = {"nodes_per_s": why, "ms_per_remember": why}
+        return out
 
     def _write_floor(self, mem: MemoryManager, n: int, per: int, rng: random.Random) -> float:
         """The same triples as ``n`` remembers, committed straight to the store (one update
@@ -613,28 +731,31 @@ class SizeRun:
             focus_text.update(zip(ids, contents, strict=True))
         return spent
 
-    def disk(self, mem: MemoryManager, path: Path) -> None:
-        assert mem._store is not None
-        mem._store.flush()
-        nodes = mem._nodes.count()
-        self.out["metrics"]["nodes_after"] = nodes
-        self.out["metrics"]["disk_after_writes"] = disk_usage(path, nodes)
-        start = time.perf_counter()
-        mem._store.optimize()
-        took = time.perf_counter() - start
-        self.out["metrics"]["disk_after_optimize"] = {**disk_usage(path, nodes),
-                                                      "optimize_s": took}
-
     def compression(self, mem: MemoryManager) -> dict[str, Any]:
         slices = self.mode.slices or aged_slices(self.size)
-        t = time_compression(mem, slices)[""]
-        return {"scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
-                "scans_per_cpu_s_excl_model": t.per_cpu_s_excl_model, "model_s": t.model_s,
-                "process_cpu_us_per_scan": t.process_cpu_us_per_scan,
-                "others_cpu_us_per_scan": t.others_cpu_us_per_scan,
-                "ceiling_per_s": t.ceiling_per_s, "cpus": cpus(),
-                "scanned": t.scans, "model_calls": t.model_calls,
-                "slices": slices, "warmup_slices": WARMUP_SLICES}
+        return {**compression_figures(time_compression(mem, slices)[""]), "slices": slices,
+                "warmup_slices": WARMUP_SLICES}
+
+
+def compression_figures(t: ScanTiming) -> dict[str, Any]:
+    """The results' figures of timed compression slices: a figure that cannot be computed
+    (its denominator not above zero) is null, and ``not_measurable`` says why."""
+    out: dict[str, Any] = {
+        "scans_per_s": t.per_s, "scans_per_s_excl_model": t.per_s_excl_model,
+        "scans_per_cpu_s_excl_model": t.per_cpu_s_excl_model, "model_s": t.model_s,
+        "process_cpu_us_per_scan": t.process_cpu_us_per_scan,
+        "others_cpu_us_per_scan": t.others_cpu_us_per_scan,
+        "ceiling_per_s": t.ceiling_per_s, "cpus": cpus(),
+        "scanned": t.scans, "model_calls": t.model_calls,
+        "wall_s": t.wall_s, "thread_cpu_s": t.cpu_s, "process_cpu_s": t.process_cpu_s,
+    }
+    names = {"per_s": "scans_per_s", "per_s_excl_model": "scans_per_s_excl_model",
+             "per_cpu_s_excl_model": "scans_per_cpu_s_excl_model"}
+    why = {names.get(k, k): v for k, v in t.not_measurable().items()
+           if names.get(k, k) in out}
+    if why:
+        out["not_measurable"] = why
+    return out
 
 
 def round_robin(
@@ -739,7 +860,8 @@ def fresh_process_rss(path: Path) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-c", _RSS_SCRIPT, str(path)], capture_output=True,
                           text=True, timeout=600, cwd=HERE.parent)
     if done.returncode != 0:
-        return {"status": "failed", "reason": done.stderr.strip()[-500:]}
+        raise RuntimeError(f"the fresh process exited with {done.returncode}: "
+                           f"{done.stderr.strip()[-500:]}")
     return {"status": "ok", **json.loads(done.stdout)}
 
 
@@ -816,67 +938,89 @@ def markdown(result: dict[str, Any]) -> str:
                   f"**{check['status']}**", ""]
     names = engine_order(result)
     for size in result["sizes"]:
-        if size.get("status") in ("skipped", "failed"):
-            lines += [f"## {size['nodes_generated']:,} nodes — {size['status']}: "
-                      f"{size['reason']}", ""]
+        if size.get("status") == "skipped":
+            lines += [f"## {size['nodes_generated']:,} nodes — skipped: {size['reason']}", ""]
             continue
-        lines += [
-            f"## {size['nodes']:,} nodes, {size['links']:,} links "
-            f"({size['dangling_links']:,} dangling)",
-            "",
-            "### Recall latency: p50 ms (× the python dict reference's p50)",
-            "",
-        ]
-        shown = [n for n in names if size["engines"].get(n, {}).get("status") == "ok"]
-        lines.append("| depth | keywords / relations | entries | " + " | ".join(shown)
-                     + " | identical |")
-        lines.append("|---|---|---|" + "---|" * len(shown) + "---|")
-        for row in size["recall"]:
-            base = row["engines"].get(REFERENCE, row["engines"].get(OXI_SEARCH, {}))
-            b50 = base.get("p50_ms") or float("nan")
-            cells = []
-            for name in shown:
-                e = row["engines"].get(name)
-                cells.append("—" if e is None else f"{e['p50_ms']:.3g} (×{e['p50_ms'] / b50:.3g})")
-            lines.append(f"| {row['depth']} | {row['query']} | {row['entries']} | "
-                         + " | ".join(cells) + f" | {'yes' if row['identical'] else '**NO**'} |")
-        lines += ["", "### Recall latency: p95 ms", ""]
-        lines.append("| depth | keywords / relations | " + " | ".join(shown) + " |")
-        lines.append("|---|---|" + "---|" * len(shown))
-        for row in size["recall"]:
-            cells = [("—" if (e := row["engines"].get(n)) is None else f"{e['p95_ms']:.3g}")
-                     for n in shown]
-            lines.append(f"| {row['depth']} | {row['query']} | " + " | ".join(cells) + " |")
-        lines += ["", "### Store operations (ratio = memory_rdf ÷ baseline, same run)", "",
-                  "| metric | memory_rdf | baseline | baseline value | ratio |",
-                  "|---|---|---|---|---|"]
-        lines += _metric_rows(size)
-        lines += ["", "### Engines", "", "| engine | status | load s | memory |",
-                  "|---|---|---|---|"]
-        for name in names:
-            e = size["engines"].get(name)
-            if e is None:
-                continue
-            if e["status"] != "ok":
-                lines.append(f"| {name} | {e['status']}: {e['reason']} | | |")
-                continue
-            mem = ""
-            if "process_rss_bytes" in e:
-                mem = f"{e['process_rss_bytes'] / 2**20:.0f} MB (own process)"
-            elif "rss_delta_bytes" in e:
-                mem = f"+{e['rss_delta_bytes'] / 2**20:.0f} MB RSS"
-            load = f"{e['load_s']:.2f}" if "load_s" in e else ""
-            lines.append(f"| {name} | ok | {load} | {mem} |")
-        lines.append("")
+        if size.get("status") == "failed":
+            lines += [f"## {size['nodes_generated']:,} nodes — failed: {_cell(size['reason'])}",
+                      "", "The figures taken before the failure:", ""]
+        else:
+            lines += [f"## {size['nodes']:,} nodes, {size['links']:,} links "
+                      f"({size['dangling_links']:,} dangling)", ""]
+        if size.get("recall"):
+            lines += _recall_rows(size, names)
+        if size.get("metrics"):
+            lines += ["### Store operations (ratio = memory_rdf ÷ baseline, same run)", "",
+                      "| metric | memory_rdf | baseline | baseline value | ratio |",
+                      "|---|---|---|---|---|"]
+            lines += [*_metric_rows(size), ""]
+        lines += _engine_rows(size, names)
     lines += _model_rows(result)
     skipped = result.get("skipped", [])
     if skipped:
         lines += ["## Skipped", ""] + [f"- {s}" for s in skipped] + [""]
+    errors = result.get("errors", [])
+    if errors:
+        lines += ["## Errors", "",
+                  f"**{len(errors)} measurement(s) failed**; every other row above was taken "
+                  "(the tracebacks are in the JSON).", ""]
+        for e in errors:
+            where = f"{e['nodes']:,} nodes, " if "nodes" in e else ""
+            lines.append(f"- {where}{e['measure']} ({e['engine']}): {e['type']}: "
+                         f"{_cell(e['message'])}")
+        lines.append("")
     mismatches = result.get("mismatches", [])
     lines += ["## Identical answers", "",
               "**every engine returned the identical recall text**" if not mismatches else
               f"**{len(mismatches)} MISMATCHES** — see the JSON", ""]
     return "\n".join(lines)
+
+
+def _recall_rows(size: dict[str, Any], names: list[str]) -> list[str]:
+    lines = ["### Recall latency: p50 ms (× the python dict reference's p50)", ""]
+    shown = [n for n in names if size["engines"].get(n, {}).get("status") == "ok"]
+    lines.append("| depth | keywords / relations | entries | " + " | ".join(shown)
+                 + " | identical |")
+    lines.append("|---|---|---|" + "---|" * len(shown) + "---|")
+    for row in size["recall"]:
+        base = row["engines"].get(REFERENCE, row["engines"].get(OXI_SEARCH, {}))
+        b50 = base.get("p50_ms") or float("nan")
+        cells = []
+        for name in shown:
+            e = row["engines"].get(name)
+            cells.append("—" if e is None else f"{e['p50_ms']:.3g} (×{e['p50_ms'] / b50:.3g})")
+        lines.append(f"| {row['depth']} | {row['query']} | {row['entries']} | "
+                     + " | ".join(cells) + f" | {'yes' if row['identical'] else '**NO**'} |")
+    lines += ["", "### Recall latency: p95 ms", ""]
+    lines.append("| depth | keywords / relations | " + " | ".join(shown) + " |")
+    lines.append("|---|---|" + "---|" * len(shown))
+    for row in size["recall"]:
+        cells = [("—" if (e := row["engines"].get(n)) is None else f"{e['p95_ms']:.3g}")
+                 for n in shown]
+        lines.append(f"| {row['depth']} | {row['query']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _engine_rows(size: dict[str, Any], names: list[str]) -> list[str]:
+    if not size.get("engines"):
+        return []
+    lines = ["### Engines", "", "| engine | status | load s | memory |", "|---|---|---|---|"]
+    for name in names:
+        e = size["engines"].get(name)
+        if e is None:
+            continue
+        if e["status"] != "ok":
+            lines.append(f"| {name} | {e['status']}: {e['reason']} | | |")
+            continue
+        mem = ""
+        if "process_rss_bytes" in e:
+            mem = f"{e['process_rss_bytes'] / 2**20:.0f} MB (own process)"
+        elif "rss_delta_bytes" in e:
+            mem = f"+{e['rss_delta_bytes'] / 2**20:.0f} MB RSS"
+        load = f"{e['load_s']:.2f}" if "load_s" in e else ""
+        lines.append(f"| {name} | ok | {load} | {mem} |")
+    lines.append("")
+    return lines
 
 
 def _gmean_p50(size: dict[str, Any], name: str, depth: int) -> float | None:
@@ -918,17 +1062,32 @@ def summary_table(result: dict[str, Any]) -> list[str]:
 
 
 def _metric_rows(size: dict[str, Any]) -> list[str]:
-    m = size["metrics"]
+    """The rows of the store operations table: a failed measurement's row says its error, a
+    figure that could not be computed says "not measurable" and why, with no ratio."""
+    metrics = size["metrics"]
     rows: list[str] = []
+    for key, value in metrics.items():
+        if isinstance(value, dict) and value.get("status") == "error":
+            rows.append(f"| {key} ({value['engine']}) | **error**: {value['type']}: "
+                        f"{_cell(value['message'])} | | | |")
+    m = {k: v for k, v in metrics.items()
+         if not (isinstance(v, dict) and v.get("status") == "error")}
 
-    def row(metric: str, value: float, unit: str, baseline: str, base: float | None,
-            lower_is_better: bool = True) -> None:
-        if base is None or base == 0:
-            rows.append(f"| {metric} | {value:.4g} {unit} | {baseline} | | |")
-            return
-        ratio = value / base
-        rows.append(f"| {metric} | {value:.4g} {unit} | {baseline} | {base:.4g} {unit} | "
-                    f"×{ratio:.3g} |")
+    def why(d: dict[str, Any], key: str) -> str | None:
+        return (d.get("not_measurable") or {}).get(key)
+
+    def row(metric: str, value: float | None, unit: str, baseline: str, base: float | None,
+            value_why: str | None = None, base_why: str | None = None) -> None:
+        shown = f"{value:.4g} {unit}" if value is not None else _not_measurable(value_why)
+        if base is None:
+            based = _not_measurable(base_why) if base_why else ""
+        else:
+            based = f"{base:.4g} {unit}"
+        ratio = ""
+        if value is not None and base is not None:
+            ratio = (f"×{value / base:.3g}" if base > 0 else
+                     "not measurable (the baseline is not above zero)")
+        rows.append(f"| {metric} | {shown} | {baseline} | {based} | {ratio} |")
 
     imp = m.get("importance", {})
     if "oxigraph" in imp:
@@ -944,33 +1103,42 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
                     label[9:].replace("_", " "), nb[label]["p50_ms"])
     rem = m.get("remember")
     if rem:
+        floor = rem["baseline_write_floor"]
         row("remember, model time excluded", rem["ms_per_remember"], "ms/remember",
-            "same triples, one update() each", rem["baseline_write_floor"]["ms_per_remember"])
-        rows.append(f"| remember throughput | {rem['nodes_per_s']:.4g} nodes/s | write floor | "
-                    f"{rem['baseline_write_floor']['nodes_per_s']:.4g} nodes/s | |")
+            "same triples, one update() each", floor["ms_per_remember"],
+            why(rem, "ms_per_remember"))
+        rates = [(f"{v:.4g} nodes/s" if v is not None else _not_measurable(why(d, "nodes_per_s")))
+                 for d in (rem, floor) for v in [d["nodes_per_s"]]]
+        rows.append(f"| remember throughput | {rates[0]} | write floor | {rates[1]} | |")
     fast, builtin = m.get("compression_fast_model"), m.get("compression_builtin_model")
-    if fast and builtin:
-        row(f"compression scans/s, built-in model ({builtin['model_calls']} calls in "
-            f"{builtin['scanned']} scans)", builtin["scans_per_s"], "scans/s",
-            f"FastModel, same nodes ({fast['model_calls']} calls)", fast["scans_per_s"])
-        if "scans_per_s_excl_model" in builtin:
-            row("compression scans/s, built-in model, model time excluded",
-                builtin["scans_per_s_excl_model"], "scans/s",
-                "FastModel, model time excluded", fast["scans_per_s_excl_model"])
-        if "scans_per_cpu_s_excl_model" in builtin:
-            row("compression scans per CPU second of its thread, built-in model, model time "
-                "excluded", builtin["scans_per_cpu_s_excl_model"], "scans/s",
-                "FastModel, the same", fast["scans_per_cpu_s_excl_model"])
-        if "process_cpu_us_per_scan" in builtin:
-            row("compression: CPU of the whole process per scan, built-in model, model time "
-                "excluded (other threads — disk writer, RocksDB: "
-                f"{builtin['others_cpu_us_per_scan']:.4g} µs)",
-                builtin["process_cpu_us_per_scan"], "µs",
-                f"FastModel, the same (other threads: "
-                f"{fast['others_cpu_us_per_scan']:.4g} µs)", fast["process_cpu_us_per_scan"])
-            row(f"compression: most scans/s {builtin['cpus']} CPUs allow at that cost (a model "
-                "that takes no time), built-in model", builtin["ceiling_per_s"], "scans/s",
-                "FastModel, the same", fast["ceiling_per_s"])
+    if fast or builtin:
+        b, f = builtin or {}, fast or {}
+        def fig(d: dict[str, Any], key: str) -> tuple[float | None, str | None]:
+            if not d:
+                return None, NOT_MEASURED
+            return d.get(key), why(d, key)
+
+        def pair(metric: str, key: str, unit: str, baseline: str) -> None:
+            value, value_why = fig(b, key)
+            base, base_why = fig(f, key)
+            row(metric, value, unit, baseline, base, value_why, base_why)
+
+        pair(f"compression scans/s, built-in model ({b.get('model_calls', '?')} calls in "
+             f"{b.get('scanned', '?')} scans)", "scans_per_s", "scans/s",
+             f"FastModel, same nodes ({f.get('model_calls', '?')} calls)")
+        pair("compression scans/s, built-in model, model time excluded",
+             "scans_per_s_excl_model", "scans/s", "FastModel, model time excluded")
+        pair("compression scans per CPU second of its thread, built-in model, model time "
+             "excluded", "scans_per_cpu_s_excl_model", "scans/s", "FastModel, the same")
+        pair("compression: CPU of the whole process per scan, built-in model, model time "
+             "excluded (other threads — disk writer, RocksDB: "
+             f"{_microseconds(b.get('others_cpu_us_per_scan'))})",
+             "process_cpu_us_per_scan", "µs",
+             f"FastModel, the same (other threads: "
+             f"{_microseconds(f.get('others_cpu_us_per_scan'))})")
+        pair(f"compression: most scans/s {b.get('cpus', f.get('cpus', '?'))} CPUs allow at "
+             "that cost (a model that takes no time), built-in model", "ceiling_per_s",
+             "scans/s", "FastModel, the same")
     sq = m.get("disk_sqlite_peer", {}).get("per_node")
     for key, label in (("disk_after_bulk_load", "disk/node after bulk load"),
                        ("disk_after_writes", "disk/node after remembers"),
@@ -978,8 +1146,11 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
                        ("disk_after_reopen", "disk/node after reopen")):
         if key in m:
             d = m[key]
+            gone = d.get("vanished_files", 0)
             what = (f"{label} (sst {d['sst_bytes'] / max(1, d['nodes']):.4g} B, "
-                    f"WAL {d['wal_bytes'] / max(1, d['nodes']):.4g} B)")
+                    f"WAL {d['wal_bytes'] / max(1, d['nodes']):.4g} B"
+                    + (f"; {gone} files vanished while measured, skipped" if gone else "")
+                    + ")")
             row(what, d["per_node"], "B", "SQLite peer (same graph, FTS5)", sq)
     op = m.get("open")
     if op:
@@ -1001,11 +1172,31 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
                 f"| read mirror (fresh process): ready after / RSS added | "
                 f"{fresh['mirror_ready_s']:.1f} s / {grown / mb:.0f} MB | per node | "
                 f"{grown / max(1, size.get('nodes', 1)) / 1000:.1f} kB | |")
-    rows.append(f"| RSS of the benchmark process after open / end / peak | "
-                f"{size['rss_after_open_bytes'] / 2**20:.0f} / "
-                f"{size['rss_end_bytes'] / 2**20:.0f} / {size['rss_peak_bytes'] / 2**20:.0f} MB "
-                "| | | |")
+    rss = [size.get(k) for k in ("rss_after_open_bytes", "rss_end_bytes", "rss_peak_bytes")]
+    if any(v is not None for v in rss):
+        shown = " / ".join("—" if v is None else f"{v / 2**20:.0f}" for v in rss)
+        rows.append(f"| RSS of the benchmark process after open / end / peak | {shown} MB "
+                    "| | | |")
     return rows
+
+
+#: What a figure's cell says when its measurement failed (its error row says why).
+NOT_MEASURED = "not measured (see its error row)"
+
+
+def _not_measurable(why: str | None) -> str:
+    if why == NOT_MEASURED:
+        return why
+    return "not measurable" + (f" ({_cell(why)})" if why else "")
+
+
+def _microseconds(value: float | None) -> str:
+    return "not measurable" if value is None else f"{value:.4g} µs"
+
+
+def _cell(text: str) -> str:
+    """``text`` fit for one Markdown table cell: one line, no column bar."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def plot(result: dict[str, Any], path: Path) -> str | None:
@@ -1092,7 +1283,18 @@ def parse_args(argv: list[str] | None, prog: str = "python -m benchmarks") -> ar
                         help="nodes of the fast-loader vs remember-path check (0: skip)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
     parser.add_argument("--keep", action="store_true", help="keep the generated stores")
+    parser.add_argument("--fail-measure", action="append", default=[], metavar="NAME",
+                        help="make the measurement NAME raise, to check that the run goes on "
+                             "and keeps the other rows (for testing; comma-separated or "
+                             "repeated; names: " + ", ".join([*MEASURES, "model_requests"])
+                             + ")")
     args = parser.parse_args(argv)
+    args.fail_measure = {n.strip() for item in args.fail_measure for n in item.split(",")
+                         if n.strip()}
+    unknown = sorted(args.fail_measure - {*MEASURES, "model_requests"})
+    if unknown:
+        parser.error(f"--fail-measure: unknown measurement {', '.join(unknown)} (names: "
+                     + ", ".join([*MEASURES, "model_requests"]) + ")")
     mode = MODES["full" if args.full else "quick"]
     if args.sizes:
         try:
@@ -1155,7 +1357,8 @@ STEPS_PER_SIZE = 8
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> int:
-    """Run the suite; returns 0, or 1 when an engine answered differently (or failed)."""
+    """Run the suite; returns 0, or 1 when an engine answered differently or a measurement
+    failed (its error row is in the results, written first, beside every other row)."""
     args = parse_args(argv, prog)
     mode: Mode = args.mode
     now = datetime.now()
@@ -1167,7 +1370,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
         "parameters": {**mode.__dict__, "decay": args.decay, "forgotten": args.forgotten,
                        "depths": list(DEPTHS), "queries": [q[0] for q in QUERIES]},
         "environment": environment(),
-        "sizes": [], "skipped": [], "mismatches": [],
+        "sizes": [], "skipped": [], "mismatches": [], "errors": [],
     }
     args.work.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-", dir=args.work))
@@ -1204,25 +1407,34 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
                 run = SizeRun(size, mode, args, work, say, step)
                 try:
                     out = run.run()
-                except Exception as exc:  # report what was measured; the run fails (exit 1)
-                    reason = f"{type(exc).__name__}: {exc}"
-                    say(f"[bold red]{size:,} nodes FAILED: {reason}\n{traceback.format_exc()}")
-                    result["sizes"].append({"nodes_generated": size, "status": "failed",
-                                            "reason": reason})
-                    result["mismatches"].append({"nodes": size, "error": reason})
+                except Exception as exc:  # what was measured stays; the run fails (exit 1)
+                    reason = f"{type(exc).__name__}: {exc} (while {run.at})"
+                    say(f"[bold red]{size:,} nodes FAILED while {run.at}, the figures taken "
+                        f"are kept: {reason}\n{traceback.format_exc()}")
+                    out = run.out
+                    out.update(status="failed", reason=reason)
+                    out["errors"].append(error_row(exc, nodes=size, measure=run.at,
+                                                   engine="memory_rdf"))
                     for peer in run.peers:
                         with contextlib.suppress(Exception):
                             peer.close()
-                    continue
-                per_node = max(per_node, out["metrics"]["disk_after_optimize"]["per_node"])
+                optimized = out["metrics"].get("disk_after_optimize", {}).get("per_node")
+                if optimized is not None:
+                    per_node = max(per_node, optimized)
                 result["sizes"].append(out)
                 result["mismatches"] += [{"nodes": size, **m} for m in out["mismatches"]]
+                result["errors"] += out.pop("errors")
                 for name, e in out["engines"].items():
                     if e["status"] != "ok":
                         result["skipped"].append(f"{name} at {size:,} nodes: {e['reason']}")
-            result["model_requests"] = _model_requests(say, quick=not args.full)
-            if result["model_requests"]["status"] != "ok":
-                result["skipped"].append(f"model requests: {result['model_requests']['reason']}")
+            result["model_requests"] = _model_requests(
+                say, quick=not args.full, fail="model_requests" in args.fail_measure)
+            requests = result["model_requests"]
+            if requests["status"] == "failed":
+                result["errors"].append({"measure": "model_requests",
+                                         "engine": "memory_rdf", **requests["error"]})
+            elif requests["status"] != "ok":
+                result["skipped"].append(f"model requests: {requests['reason']}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -1241,13 +1453,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
         print(f"plot skipped: {why}", file=sys.stderr)
     print(text)
     print(f"results: {base}.json, {base}.md" + ("" if why else f", {base}.png"), file=sys.stderr)
+    failed = 0
     if result["mismatches"]:
         print(f"{len(result['mismatches'])} MISMATCH(ES): see {base}.json", file=sys.stderr)
-        return 1
-    return 0
+        failed = 1
+    if result["errors"]:
+        print(f"{len(result['errors'])} MEASUREMENT(S) FAILED, the other rows kept: see the "
+              f"errors in {base}.json and {base}.md", file=sys.stderr)
+        failed = 1
+    return failed
 
 
-def _model_requests(say: Callable[[str], None], *, quick: bool) -> dict[str, Any]:
+def _model_requests(say: Callable[[str], None], *, quick: bool,
+                    fail: bool = False) -> dict[str, Any]:
     """Model requests and tokens per remember, from ``benchmarks/model_requests.py`` (another
     benchmark: a real manager against a loopback fake LLM server) when it is importable."""
     try:
@@ -1257,6 +1475,8 @@ def _model_requests(say: Callable[[str], None], *, quick: bool) -> dict[str, Any
         say(f"[yellow]{msg}")
         return {"status": "skipped", "reason": msg}
     try:
+        if fail:
+            raise InjectedFailure("made to fail with --fail-measure model_requests")
         suite_metrics = getattr(module, "suite_metrics", None)
         if callable(suite_metrics):
             return {"status": "ok", **suite_metrics(quick=quick)}
@@ -1271,7 +1491,7 @@ def _model_requests(say: Callable[[str], None], *, quick: bool) -> dict[str, Any
     except Exception as exc:
         msg = f"benchmarks/model_requests.py failed: {type(exc).__name__}: {exc}"
         say(f"[red]{msg}")
-        return {"status": "failed", "reason": msg}
+        return {"status": "failed", "reason": msg, "error": error_row(exc)}
 
 
 def _model_rows(result: dict[str, Any]) -> list[str]:
