@@ -39,7 +39,13 @@ from memory_rdf._exceptions import (
     StoreLockedError,
 )
 from memory_rdf._headers import check_header, split_userinfo
-from memory_rdf._query_guard import check_seconds, check_user_query, keywords, query_form
+from memory_rdf._query_guard import (
+    check_seconds,
+    check_user_query,
+    constructs,
+    keywords,
+    query_form,
+)
 from memory_rdf._store import (
     Graphs,
     MemoryStore,
@@ -436,9 +442,18 @@ def _what_to_fix(kind: str, url: str, response: httpx.Response) -> str:
 _SCOPE_KEYWORDS = ("SERVICE", "FROM", "GRAPH")
 
 
+#: The parse tree's nodes for them (:func:`memory_rdf._query_guard.constructs`).
+_SCOPE_CONSTRUCTS = {"ServiceGraphPattern": "SERVICE", "DatasetClause": "FROM",
+                     "GraphGraphPattern": "GRAPH"}
+
+
 def refuse_dataset_escape(query: str) -> None:
-    """SERVICE, FROM and GRAPH are refused in an endpoint agent's ``sparql()`` (SPEC §8)."""
+    """SERVICE, FROM and GRAPH are refused in an endpoint agent's ``sparql()`` (SPEC §8): as
+    keywords (the guard's tokenizer, every reading) and in the SPARQL 1.1 parse tree."""
     found = next((word for word in keywords(query) if word in _SCOPE_KEYWORDS), None)
+    if found is None:
+        tree = constructs(query)
+        found = next((word for name, word in _SCOPE_CONSTRUCTS.items() if name in tree), None)
     if found:
         raise SparqlError(
             f"{found} is refused in sparql() on a SPARQL endpoint: a query sees "
@@ -579,6 +594,11 @@ class RemoteStore(MemoryStore):
     def _user(self, query: str, accept: str, cancel: threading.Event) -> httpx.Response:
         check_user_query(query)
         refuse_dataset_escape(query)
+        # Defence in depth (issue 33 F2: a SERVICE to the server's own /query read another
+        # agent's graph): the text sent, our PREFIX lines included, is read again as a whole —
+        # no SERVICE, FROM or GRAPH in it — and always goes with the protocol's dataset, the
+        # agent's graph alone (named graphs none: SPARQL 1.1 Protocol §2.1.4).
+        refuse_dataset_escape(_PREFIXES + query)
         try:
             return self._query(query, accept, {"default-graph-uri": [AGENT + self.agent_id]},
                                cancel)
