@@ -10,31 +10,99 @@ query in a child interpreter that opens the store read-only (as ``memory-rdf spa
 taking no lock), with at most :data:`CHILD_MEMORY` bytes of address space where the platform
 enforces it, killed at the timeout. A query costs ~0.15 s more; :meth:`MemoryManager.sparql`
 itself still runs in the calling process.
+
+The children are bounded together too (issue 33 F3: the MCP SDK runs ~40 tool calls at once,
+three ORDER BY children took 9.9 GB): at most :func:`max_children` run at once in this process
+(:data:`MAX_CHILDREN`, or ``$MEMORY_RDF_SPARQL_CHILDREN``), and that many times the per-child
+cap fits in :func:`memory_budget` (half the memory the machine has available when the first
+child starts; the per-child cap shrinks to fit, down to :data:`MIN_CHILD_MEMORY`, below which
+fewer children run). A call that finds every slot taken waits at most :data:`SLOT_WAIT`
+seconds (or its own timeout, if shorter) for one, then is refused with
+:class:`~memory_rdf.QueryLimitError` ("too many sparql queries running at once; try again"):
+never queued without end.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from memory_rdf import _exceptions as errors
 
-__all__ = ["CHILD_MEMORY", "sparql_in_child"]
+__all__ = ["CHILD_MEMORY", "MAX_CHILDREN", "sparql_in_child"]
 
 #: Most address space of the child (bytes): 4 GiB, or half the machine's memory if less.
 CHILD_MEMORY = 4 * 2**30
+#: Least address space a child is given (its interpreter, pyoxigraph and RocksDB take ~0.3 GB).
+MIN_CHILD_MEMORY = 2**30
+#: Children running at once in one process, by default (``$MEMORY_RDF_SPARQL_CHILDREN``).
+MAX_CHILDREN = 2
+#: Longest wait (seconds) of a call for a free slot before it is refused.
+SLOT_WAIT = 5.0
+
+
+def _available_memory() -> int:
+    """The machine's available memory in bytes (Linux's MemAvailable), else its physical
+    memory, else 8 GiB when the platform says neither."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return 8 * 2**30
+
+
+@functools.lru_cache(maxsize=1)
+def memory_budget() -> int:
+    """Bytes all the children of this process may take together: half the machine's available
+    memory when first asked (at least :data:`MIN_CHILD_MEMORY`)."""
+    return max(MIN_CHILD_MEMORY, _available_memory() // 2)
+
+
+@functools.lru_cache(maxsize=1)
+def max_children() -> int:
+    """How many children may run at once: ``$MEMORY_RDF_SPARQL_CHILDREN`` (an int >= 1) or
+    :data:`MAX_CHILDREN`, and no more than :func:`memory_budget` holds at
+    :data:`MIN_CHILD_MEMORY` each."""
+    count = MAX_CHILDREN
+    given = os.environ.get("MEMORY_RDF_SPARQL_CHILDREN", "").strip()
+    if given:
+        try:
+            count = int(given)
+        except ValueError:
+            raise errors.ConfigError(
+                f"MEMORY_RDF_SPARQL_CHILDREN must be a whole number >= 1, got {given!r}"
+            ) from None
+        if count < 1:
+            raise errors.ConfigError(
+                f"MEMORY_RDF_SPARQL_CHILDREN must be a whole number >= 1, got {given!r}")
+    return max(1, min(count, memory_budget() // MIN_CHILD_MEMORY))
+
+
+_slots_lock = threading.Lock()
+_slots: threading.BoundedSemaphore | None = None
+
+
+def _child_slots() -> threading.BoundedSemaphore:
+    global _slots
+    with _slots_lock:
+        if _slots is None:
+            _slots = threading.BoundedSemaphore(max_children())
+        return _slots
 
 
 def _memory_cap() -> int:
-    """:data:`CHILD_MEMORY`, at most half the machine's memory and this process's own limit."""
-    cap = CHILD_MEMORY
-    with contextlib.suppress(AttributeError, ValueError, OSError):
-        cap = max(2**30, min(cap, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2))
+    """:data:`CHILD_MEMORY`, at most this process's own limit and its share of
+    :func:`memory_budget` (the budget over :func:`max_children`)."""
+    cap = max(MIN_CHILD_MEMORY, min(CHILD_MEMORY, memory_budget() // max_children()))
     try:
         import resource
 
@@ -69,9 +137,25 @@ def sparql_in_child(
 
     Raises:
         QueryTimeoutError: no answer within ``timeout`` s (the child is killed).
-        QueryLimitError: the child ran out of its memory (or died otherwise).
+        QueryLimitError: the child ran out of its memory (or died otherwise), or
+            :func:`max_children` children were running and none ended within
+            :data:`SLOT_WAIT` s.
         SparqlError, StoreError, …: what the query raised in the child.
     """
+    slots = _child_slots()
+    if not slots.acquire(timeout=min(SLOT_WAIT, timeout)):
+        raise errors.QueryLimitError(
+            f"too many sparql queries running at once ({max_children()}, the most this "
+            "server runs together); try again in a moment")
+    try:
+        return _run_child(agent_id, data_dir, query, timeout=timeout, limit=limit)
+    finally:
+        slots.release()
+
+
+def _run_child(
+    agent_id: str, data_dir: Path, query: str, *, timeout: float, limit: int | None
+) -> Any:
     cap = _memory_cap()
     request = json.dumps({"agent": agent_id, "data_dir": str(Path(data_dir).resolve()),
                           "query": query, "timeout": timeout, "limit": limit, "memory": cap})
