@@ -69,8 +69,8 @@ _decoy = st.one_of(
 
 
 def _service_iri(base: str) -> st.SearchStrategy[str]:
-    escaped = base.replace("l", "\\u006C", 1)  # http://127.0.0.1 → htt… with an escape
-    return st.sampled_from([f"<{base}/leak>", f"<{base}/leak?q=secret>", f"<{escaped}/leak>"])
+    return st.sampled_from([f"<{base}/leak>", f"<{base}/leak?q=secret>",
+                            f"<{base}/\\u006Ceak>"])  # an escape Oxigraph decodes in an IRI
 
 
 def _queries(base: str) -> st.SearchStrategy[str]:
