@@ -9,8 +9,9 @@ chain: ``FILTER((((…1…))))`` 10,000 deep, or 10,000 ``||`` terms, overflow t
 
 Design: three readers, each of which must let the query pass; any one of them refuses.
 
-1. **Cheap pre-checks** (no parser yet): a str, at most :data:`MAX_QUERY_CHARS` characters,
-   valid Unicode, not empty.
+1. **Cheap pre-checks** (no parser yet): a str, valid Unicode, not empty, at most ten times
+   :data:`MAX_QUERY_CHARS` characters (then at most :data:`MAX_QUERY_CHARS` once step 2's
+   bounds, which say more about a long query, have been checked).
 2. **A tokenizer of SPARQL's terminals** (:data:`_TOKEN`): strings, IRIs and comments
    recognised as the grammar does — an ``IRIREF`` ends only at ``>`` or at a character the
    grammar excludes (``<>"{}|^`\\`` and everything up to U+0020, *not* at U+00A0 or another
@@ -46,7 +47,7 @@ Design: three readers, each of which must let the query pass; any one of them re
    accepts, so nothing is ever evaluated for the message), else in rdflib's words.
 
    Its cost (measured, ``python -m timeit``, 2 shared CPUs): ~2-10 ms for an ordinary query
-   (68-126 characters), 0.6 s for 1,000 ``||`` operators, 1.5 s for a 10,000-value VALUES
+   (68-126 characters), 0.6 s for 1,000 operators (``?x = 1 || …``), 1.5 s for a 10,000-value VALUES
    list (79,000 characters), linear in length beyond (1,000,000 characters took 42 s):
    hence :data:`MAX_QUERY_CHARS` of 100,000. Its recursion is ~40 Python frames per
    parenthesis, so it runs in a thread of its own with a large stack and a raised recursion
