@@ -26,6 +26,7 @@ from memory_rdf._exceptions import (
     SparqlError,
     StoreError,
     StoreLockedError,
+    StoreUnavailableError,
     UnknownAgentError,
     UpdateRefusedError,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "SparqlError",
     "StoreError",
     "StoreLockedError",
+    "StoreUnavailableError",
     "Templates",
     "UnknownAgentError",
     "UpdateRefusedError",

@@ -91,6 +91,8 @@ class Config:
     retry_initial_delay: float = 1.0
     retry_max_delay: float = 30.0
     model_timeout: float = 300.0
+    #: Longest a call waits for a SPARQL endpoint store that does not answer (SPEC §8 v3).
+    store_timeout: float = 30.0
     default_search_depth: int = 2
     max_search_results: int = 100
     max_queue_size: int = 1000
@@ -169,6 +171,9 @@ class Config:
         # A longer wait overflowed the platform's sockets and locks (OverflowError per call).
         _check(self.model_timeout <= MAX_TIMEOUT,
                f"model_timeout must be <= {MAX_TIMEOUT:.0f} s", self.model_timeout)
+        _check(self.store_timeout > 0, "store_timeout must be > 0", self.store_timeout)
+        _check(self.store_timeout <= MAX_TIMEOUT,
+               f"store_timeout must be <= {MAX_TIMEOUT:.0f} s", self.store_timeout)
         _check(self.default_search_depth >= 0,
                "default_search_depth must be >= 0", self.default_search_depth)
         _check(self.max_search_results >= 0,

@@ -11,6 +11,7 @@ Misuse errors also derive from the builtin a caller would naturally catch::
     ├── MemoryClosedError (RuntimeError)    the manager or system was closed
     ├── StoreError (OSError)                the Oxigraph store could not be opened or written
     │   ├── StoreLockedError                another process holds the agent's store
+    │   ├── StoreUnavailableError           a SPARQL endpoint store did not answer in store_timeout
     │   └── SchemaVersionError              the store was written by an incompatible version
     ├── UnknownAgentError (LookupError)     an inspection command named an agent that has no store
     ├── SparqlError (ValueError)            a query given to sparql() does not parse
@@ -58,6 +59,14 @@ class StoreError(MemoryRDFError, OSError):
 
 class StoreLockedError(StoreError):
     """Another process (or another open handle) holds the agent's store."""
+
+
+class StoreUnavailableError(StoreError):
+    """A SPARQL endpoint store did not answer (connection refused, no answer, 5xx) within
+    ``Config.store_timeout`` (SPEC §8 v3); the message names the endpoint and the last error.
+    What the call carried is not known to be stored: a ``remember()`` that raises it was not
+    accepted (retry it), while remembers accepted before are still stored once the server is
+    back."""
 
 
 class SchemaVersionError(StoreError):

@@ -38,10 +38,13 @@ class Journal:
         self._store = store
         self._seq = int(store.scalar(store.render("journal_last_seq"), 0))
 
-    def add(self, text: str, said_at: datetime | None = None) -> JournalTask:
-        """Write a pending task durably (one update) and return it."""
+    def add(self, text: str, said_at: datetime | None = None,
+            task_id: str | None = None) -> JournalTask:
+        """Write a pending task durably (one update) and return it (``task_id``: its id,
+        chosen by the caller, else a new one)."""
         self._seq += 1
-        task = JournalTask(uuid.uuid4().hex, self._seq, text, "pending", 0, "", _now(), said_at)
+        task = JournalTask(task_id or uuid.uuid4().hex, self._seq, text, "pending", 0, "",
+                           _now(), said_at)
         batch = WriteBatch()
         batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
         self._store.commit(batch)

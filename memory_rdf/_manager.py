@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import threading
+import uuid
 from collections.abc import Generator, Sequence, Set
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -387,6 +388,7 @@ class MemoryManager:
         return RemoteStore(
             self.endpoint, self.agent_id, max_retries=cfg.max_retries,
             retry_initial_delay=cfg.retry_initial_delay, retry_max_delay=cfg.retry_max_delay,
+            store_timeout=cfg.store_timeout,
         )
 
     def _check_open(self) -> MemoryStore:
@@ -414,6 +416,8 @@ class MemoryManager:
             InvalidTypeError, InvalidInputError: bad messages (named by index and field).
             QueueFullError: the agent already has ``max_queue_size`` tasks waiting.
             MemoryClosedError: the manager is closed, or not initialized yet.
+            StoreUnavailableError: a SPARQL endpoint store did not take the journal write
+                within ``Config.store_timeout``: the remember was not accepted (SPEC §8 v3).
             StoreError: the journal write failed.
         """
         msgs = coerce_messages(messages)
@@ -435,15 +439,48 @@ class MemoryManager:
         with self._lock, interrupts_held(store.local_writes) as held:
             self._check_open()
             slot = scheduler.reserve(self.agent_id, self.config.max_queue_size)
+            task_id = uuid.uuid4().hex
             try:
                 held.deliver()  # a Ctrl-C so far raises here, with nothing written
-                task = self._journal.add(text, said_at(msgs))
+                task = self._journal.add(text, said_at(msgs), task_id)
+            except EndpointUnavailable:
+                self._withdraw(task_id, slot)
+                raise
             except BaseException:
                 scheduler.release(slot)
                 raise
             self._submit_remember(task, slot)
             held.note = ("memory_rdf: the interrupted remember() was accepted (journalled and "
                          "queued) before this KeyboardInterrupt was raised")
+
+    def _withdraw(self, task_id: str, slot: Reservation) -> None:
+        """A journal write the endpoint did not answer within ``store_timeout``: the remember
+        was refused (:class:`~memory_rdf.StoreUnavailableError`), yet a server that was only
+        slow may still apply the write. Its removal is queued in the remember's place and
+        tried until the server answers (SPEC §8 v3: nothing refused is accepted later)."""
+
+        def start() -> Generator[Backoff, None, None]:
+            outages = 0
+            while True:
+                try:
+                    self._journal.discard(task_id)
+                    return
+                except EndpointUnavailable:
+                    if self.closed:
+                        raise
+                    outages += 1
+                    yield Backoff(max(backoff_delay(self.config, outages), 0.1))
+
+        def on_error(exc: BaseException) -> None:
+            log.warning(
+                "memory_rdf: agent %r: a refused remember's journal entry could not be "
+                "withdrawn (%s); if the endpoint applied its write late, the next "
+                "initialize() runs it", self.agent_id, exc)
+
+        self._system._scheduler.submit(
+            self.agent_id, Task(TaskKind.REMEMBER, start, on_error=on_error), None,
+            reservation=slot,
+        )
 
     def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
         def start() -> Generator[Backoff, None, list[str]]:

@@ -14,6 +14,7 @@ the metadata graph (holder, expiry), renewed by a thread and released on close.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import socket
@@ -37,6 +38,7 @@ from memory_rdf._exceptions import (
     SparqlError,
     StoreError,
     StoreLockedError,
+    StoreUnavailableError,
 )
 from memory_rdf._headers import check_header, split_userinfo
 from memory_rdf._query_guard import (
@@ -74,6 +76,8 @@ __all__ = ["EndpointUnavailable", "RemoteStore", "SparqlEndpoint", "agent_graphs
 
 T = TypeVar("T")
 
+log = logging.getLogger("memory_rdf")
+
 AGENT = "https://w3id.org/memory-rdf/agent/"
 LEASE = "https://w3id.org/memory-rdf/lease"
 _SELECT_JSON = "application/sparql-results+json"
@@ -97,10 +101,11 @@ def agent_graphs(agent_id: str) -> Graphs:
     )
 
 
-class EndpointUnavailable(StoreError):
-    """The endpoint did not answer (connection error, timeout, 5xx) after the retries, or
-    the agent is closing: nothing the request carried is known to be stored, and it may heal
-    by waiting, unlike a 4xx answer."""
+#: The endpoint did not answer (connection error, timeout, 5xx) within the retries and
+#: ``Config.store_timeout``, or the agent is closing: nothing the request carried is known to be
+#: stored, and it may heal by waiting, unlike a 4xx answer. The public
+#: :class:`~memory_rdf.StoreUnavailableError` (SPEC §8 v3).
+EndpointUnavailable = StoreUnavailableError
 
 
 class _NotApplied(StoreError):
@@ -137,37 +142,35 @@ def _check_url(name: str, url: object) -> str:
 
 class Retry:
     """Retries with exponential backoff (``max_retries``, ``retry_initial_delay``,
-    ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx.
+    ``retry_max_delay`` of the agent's Config) on connection errors, timeouts and 5xx, for at
+    most ``timeout`` seconds a call (``Config.store_timeout``, SPEC §8 v3): no attempt starts
+    or lasts past it. Every retry is logged at WARNING with the URL and the reason.
 
     :meth:`stop` ends the retrying at once (the agent is closing): the attempt in flight is
     the last, and a wait between attempts is cut short."""
 
-    def __init__(self, max_retries: int, initial: float, maximum: float) -> None:
+    def __init__(self, max_retries: int, initial: float, maximum: float,
+                 timeout: float = 30.0) -> None:
         import httpx
 
         self.attempts = max_retries + 1
+        self.timeout = timeout
         self.stopped = threading.Event()
         self._transient = (httpx.TransportError, _Transient)
         #: Since when (monotonic) and why the server has not answered: set by a failed attempt,
         #: cleared by a call that got an answer (:meth:`outage`).
         self._failing: tuple[float, str] | None = None
-        self._retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.attempts)
-            | tenacity.stop_when_event_set(self.stopped),
-            wait=tenacity.wait_exponential(multiplier=initial, min=initial, max=maximum),
-            sleep=self._pause,
-            retry=tenacity.retry_if_exception_type(self._transient),
-            before_sleep=lambda state: self._failed(
-                state.outcome.exception() if state.outcome is not None else None),
-            reraise=True,
-        )
+        self._wait = tenacity.wait_exponential(multiplier=initial, min=initial, max=maximum)
+        #: Per thread: the deadline of the call running (a call made inside an attempt, the
+        #: lease's renewal before a write, keeps the outer one's), and the attempts of the
+        #: last call, for :meth:`said`.
+        self._local = threading.local()
 
     def _failed(self, exc: BaseException | None) -> None:
         if exc is None:
             return
-        said = " ".join(str(exc).split())[:200] or "no answer"
         since = self._failing[0] if self._failing is not None else time.monotonic()
-        self._failing = (since, f"{type(exc).__name__}: {said}")
+        self._failing = (since, _reason(exc))
 
     def outage(self) -> str | None:
         """How long and why the server has not answered, while it does not (else None)."""
@@ -184,19 +187,89 @@ class Retry:
         self.stopped.set()
 
     def said(self) -> str:
-        """How many attempts the last call of this thread made, for an error message."""
-        made = self._retrying.statistics.get("attempt_number", self.attempts)
+        """How many attempts the last call of this thread made, and why it stopped, for an
+        error message."""
+        made = getattr(self._local, "made", self.attempts)
         count = f"{made} attempt{'s' if made != 1 else ''}"
-        return f"{count}, then no more: the agent is closing" if self.stopped.is_set() else count
+        if self.stopped.is_set():
+            return f"{count}, then no more: the agent is closing"
+        if getattr(self._local, "out_of_time", False):
+            return f"{count} in {self.timeout:g} s (Config.store_timeout)"
+        return f"{count} (Config.max_retries)"
 
-    def call(self, fn: Callable[[], T]) -> T:
+    def left(self) -> float:
+        """Seconds left to the deadline of this thread's call (``timeout`` outside one)."""
+        deadline = getattr(self._local, "deadline", None)
+        if deadline is None:
+            return self.timeout
+        return max(deadline - time.monotonic(), 0.0)
+
+    def call(self, fn: Callable[[float], T], url: str) -> T:
+        """``fn(seconds)``, retried; ``seconds`` is how long its attempt may last."""
+        outer = getattr(self._local, "deadline", None)
+        deadline = time.monotonic() + self.timeout
+        if outer is not None:
+            deadline = min(deadline, outer)
+
+
+        def retrying_soon(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            self._failed(exc)
+            log.warning(
+                "memory_rdf: the SPARQL endpoint %s did not answer (%s); retrying in %.1f s "
+                "(attempt %d of at most %d, for at most %g s: Config.store_timeout)", url,
+                _reason(exc), state.upcoming_sleep, state.attempt_number + 1, self.attempts,
+                self.timeout)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_any(tenacity.stop_after_attempt(self.attempts),
+                                   tenacity.stop_when_event_set(self.stopped),
+                                   _StopAt(deadline)),
+            wait=self._wait,
+            sleep=self._pause,
+            retry=tenacity.retry_if_exception_type(self._transient),
+            before_sleep=retrying_soon,
+            reraise=True,
+        )
+        self._local.deadline = deadline
         try:
-            result = self._retrying(fn)
+            result = retrying(lambda: fn(max(deadline - time.monotonic(), _SHORTEST_ATTEMPT)))
         except self._transient as exc:
             self._failed(exc)
+            self._local.out_of_time = (
+                time.monotonic() >= deadline - _SHORTEST_ATTEMPT
+                or retrying.statistics.get("attempt_number", 0) < self.attempts)
             raise
+        finally:
+            self._local.deadline = outer
+            self._local.made = retrying.statistics.get("attempt_number", self.attempts)
         self._failing = None
         return result
+
+
+class _StopAt(tenacity.stop.stop_base):
+    """No retry whose wait would leave less than :data:`_SHORTEST_ATTEMPT` before
+    ``deadline`` (``time.monotonic()``)."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        wait = retry_state.upcoming_sleep
+        return time.monotonic() + wait >= self.deadline - _SHORTEST_ATTEMPT
+
+
+#: The shortest attempt worth making (seconds): a retry that would have less time left before
+#: the call's deadline is not made.
+_SHORTEST_ATTEMPT = 0.05
+
+
+def _reason(exc: BaseException | None) -> str:
+    """An attempt's failure in one short line, for the log and the error."""
+    if exc is None:
+        return "no answer"
+    said = " ".join(str(exc).split())[:200] or "no answer"
+    return f"{type(exc).__name__}: {said}"
 
 
 class SparqlEndpoint:
@@ -312,19 +385,22 @@ class SparqlEndpoint:
         if self.closed:
             raise StoreError(f"the SPARQL endpoint connection {self.query_url} is closed")
 
-        def once() -> httpx.Response:
+        def once(seconds: float) -> httpx.Response:
             if before is not None:
                 before()
+            # No attempt lasts past the call's deadline (Config.store_timeout, SPEC §8 v3).
+            limit = min(self.timeout, seconds)
             if cancel is None:
-                response = self._client.post(url, data=data, headers={"Accept": accept})
+                response = self._client.post(url, data=data, headers={"Accept": accept},
+                                             timeout=limit)
             else:
-                response = _read_bounded(self._client, url, data, accept, cancel)
+                response = _read_bounded(self._client, url, data, accept, cancel, limit)
             if response.status_code >= 500:
                 raise _Transient(response)
             return response
 
         try:
-            response = retry.call(once)
+            response = retry.call(once, url)
         except _Transient as exc:
             raise EndpointUnavailable(
                 f"the SPARQL endpoint {url} kept failing ({exc}) after {retry.said()}: "
@@ -332,8 +408,8 @@ class SparqlEndpoint:
             ) from exc
         except httpx.TimeoutException as exc:
             raise EndpointUnavailable(
-                f"the SPARQL endpoint {url} did not answer within {self.timeout:g} s, "
-                f"{retry.said()} (SparqlEndpoint(timeout=…), Config.max_retries)"
+                f"the SPARQL endpoint {url} did not answer, {retry.said()}; last: "
+                f"{_reason(exc)} (SparqlEndpoint(timeout={self.timeout:g}) per request)"
             ) from exc
         except httpx.TransportError as exc:
             raise EndpointUnavailable(
@@ -361,12 +437,13 @@ MAX_USER_ANSWER_BYTES = 64 * 2**20
 
 
 def _read_bounded(client: httpx.Client, url: str, data: dict[str, Any], accept: str,
-                  cancel: threading.Event) -> httpx.Response:
+                  cancel: threading.Event, timeout: float) -> httpx.Response:
     import httpx
 
     chunks: list[bytes] = []
     size = 0
-    with client.stream("POST", url, data=data, headers={"Accept": accept}) as streamed:
+    with client.stream("POST", url, data=data, headers={"Accept": accept},
+                       timeout=timeout) as streamed:
         for chunk in streamed.iter_bytes():
             if cancel.is_set():
                 raise QueryTimeoutError("the query's caller stopped waiting for its answer")
@@ -481,12 +558,13 @@ class RemoteStore(MemoryStore):
         max_retries: int = 3,
         retry_initial_delay: float = 0.5,
         retry_max_delay: float = 10.0,
+        store_timeout: float = 30.0,
     ) -> None:
         self.endpoint = endpoint
         self.agent_id = agent_id
         self.read_only = read_only
         self.graphs = agent_graphs(agent_id)
-        self._retry = Retry(max_retries, retry_initial_delay, retry_max_delay)
+        self._retry = Retry(max_retries, retry_initial_delay, retry_max_delay, store_timeout)
         self._dataset = {
             "default-graph-uri": [AGENT + agent_id],
             "named-graph-uri": [f"{AGENT}{agent_id}/journal", f"{AGENT}{agent_id}/meta"],
@@ -699,9 +777,18 @@ class RemoteStore(MemoryStore):
         process took it meanwhile (SPEC §8: one writer per agent)."""
         if self._lease_lost is None and self._fresh():
             return
-        with self._lease_lock:
+        # The renewer may hold the lock while the server does not answer: wait for it no
+        # longer than this call may last (Config.store_timeout).
+        if not self._lease_lock.acquire(timeout=self._retry.left()):
+            raise EndpointUnavailable(
+                f"the lease of agent {self.agent_id!r} on {self.endpoint.update_url} could not "
+                f"be renewed within {self._retry.timeout:g} s (Config.store_timeout): the "
+                f"server is not answering ({self._retry.outage() or 'no answer yet'})")
+        try:
             if self._lease_lost is None and not self._fresh():
                 self._renew()
+        finally:
+            self._lease_lock.release()
         if self._lease_lost is not None:
             raise StoreLockedError(self._lease_lost)
 

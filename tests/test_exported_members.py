@@ -70,6 +70,7 @@ def test_the_package_exports_the_documented_names() -> None:
         "PermanentModelError", "Processed", "QueryLimitError", "QueryRefusedError",
         "QueryTimeoutError", "QueueFullError",
         "SchemaVersionError", "SmallModel", "SparqlError", "StoreError", "StoreLockedError",
+        "StoreUnavailableError",
         "Templates",
         "UnknownAgentError", "UpdateRefusedError", "__version__", "coerce_messages", "inspect",
         "model_from_env",
