@@ -38,7 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -69,6 +69,7 @@ __all__ = [
     "agent_path",
     "importance_summary",
     "inspect_agent",
+    "inspect_recall",
     "inspect_stats",
     "open_for_inspection",
     "open_rdflib_graph",
@@ -274,6 +275,46 @@ def inspect_memories(
         return Listing(store, threshold).page(kws, window, limit, offset)
 
     return run
+
+
+def inspect_recall(
+    agent_id: str, keywords: Sequence[str], config: Config | None = None, **arguments: Any
+) -> Callable[[MemoryStore], str]:
+    """An operation for :func:`inspect_agent`: :meth:`MemoryManager.recall` on a snapshot
+    (SPEC §5.4 rule 5: a recall writes nothing). The agent's own recall machinery runs on the
+    read-only store, so the text is the one a live ``recall`` with the same ``config`` gives;
+    journalled remembers not processed yet are left to the process that holds the agent.
+    ``arguments``: those of :meth:`~memory_rdf.MemoryManager.recall` (``timeout`` aside)."""
+    chosen = config or Config()
+
+    def run(store: MemoryStore) -> str:
+        mem = _read_only_manager(agent_id, store, chosen)
+        try:
+            mem.initialize()
+            return mem.recall(keywords, **arguments)
+        finally:
+            mem.close()
+
+    return run
+
+
+def _read_only_manager(agent_id: str, store: MemoryStore, config: Config) -> Any:
+    """A :class:`~memory_rdf.MemoryManager` of ``agent_id`` over the read-only ``store``: it
+    recalls as the live one does, and resumes no journalled remember (the holder runs them)."""
+    from memory_rdf._manager import MemoryManager
+    from memory_rdf._remote import RemoteStore
+
+    class ReadOnlyManager(MemoryManager):
+        def _open_store(self) -> MemoryStore:
+            return store
+
+        def _submit_remember(self, jtask: Any, slot: Any = None) -> None:
+            return None
+
+    if isinstance(store, RemoteStore):
+        return ReadOnlyManager(agent_id, endpoint=store.endpoint, config=config)
+    assert store.path is not None
+    return ReadOnlyManager(agent_id, data_dir=store.path.parent, config=config)
 
 
 def inspect_tasks(store: MemoryStore) -> list[dict[str, Any]]:

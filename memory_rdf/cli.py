@@ -444,8 +444,8 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
     """Print what the agent recalls for KEYWORDs (plain text, for pipes).
 
     No keyword matches every reached node. The most relevant memories come first (more of
-    the keywords, rarer ones, a stronger path). Opens the agent, so it fails (exit 1) while
-    another process holds it.
+    the keywords, rarer ones, a stronger path). Read-only: works while another process holds
+    the agent (remembers it has not processed yet are not recalled).
 
     \b
     Example:
@@ -456,13 +456,13 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
     _existing_agent(agent, data_dir)
     config = Config(auto_compress=False,
                     templates=Templates.english() if english else Templates())
-    with _open_manager(agent, data_dir, config, _model()) as mem:
-        try:
-            text = mem.recall(list(keywords), relations=list(relations) or None, depth=depth,
-                              entry=entry, limit=limit, max_chars=max_chars,
-                              since=since, until=until)
-        except (InvalidInputError, InvalidTypeError) as exc:
-            raise click.UsageError(str(exc)) from None
+    try:
+        text = inspect.recall(agent, list(keywords), data_dir,
+                              relations=list(relations) or None, depth=depth, entry=entry,
+                              limit=limit, max_chars=max_chars, since=since, until=until,
+                              config=config)
+    except (InvalidInputError, InvalidTypeError) as exc:
+        raise click.UsageError(str(exc)) from None
     if text:
         click.echo(_printable(text))  # memory text is what a chat said: never obey its ESC
     else:

@@ -1,5 +1,5 @@
 """Read-only inspection of an agent's memory: what ``memory-rdf sparql``, ``export``,
-``graph``, ``stats`` and ``validate`` do, as functions (SPEC §6, §7).
+``graph``, ``stats``, ``validate``, ``memories`` and ``recall`` do, as functions (SPEC §6, §7).
 
 Every function here opens a fresh read-only snapshot of the agent's store, runs on it and
 drops it: no lock is taken and nothing is written, created or migrated, so they work while
@@ -29,16 +29,19 @@ True
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from memory_rdf import _graphview
 from memory_rdf import _vocab as V
 from memory_rdf._agents import DATA_DIR_ENV, DEFAULT_DATA_DIR, agent_exists, agent_path, agents
+from memory_rdf._config import Config
 from memory_rdf._exceptions import InvalidInputError, SparqlError, StoreError
 from memory_rdf._inspect import (
     inspect_agent,
     inspect_memories,
+    inspect_recall,
     inspect_stats,
     inspect_tasks,
     open_rdflib_graph,
@@ -68,6 +71,7 @@ __all__ = [
     "graphviz_available",
     "memories",
     "open_rdflib_graph",
+    "recall",
     "sparql",
     "stats",
     "tasks",
@@ -126,6 +130,36 @@ def memories(
     return inspect_agent(
         agent_id, data_dir, inspect_memories(keywords, since, until, limit, offset)
     )
+
+
+def recall(
+    agent_id: str,
+    keywords: Sequence[str],
+    data_dir: DataDir = None,
+    *,
+    relations: Sequence[str] | None = None,
+    depth: int | None = None,
+    entry: str | None = None,
+    since: Any = None,
+    until: Any = None,
+    limit: int | None = None,
+    max_chars: int | None = None,
+    config: Config | None = None,
+) -> str:
+    """What the agent recalls, as :meth:`MemoryManager.recall` gives it (same arguments and
+    text; ``entry`` None: recall's default; ``config``: the one whose templates and limits to
+    use, default ``Config()``), read from a snapshot: it works while another process holds the
+    agent (SPEC §6). Remembers journalled but not processed yet are not in it.
+
+    Raises:
+        TypeError, ValueError: bad arguments (as recall's); and see the module docstring.
+    """
+    arguments: dict[str, Any] = {"relations": relations, "depth": depth, "since": since,
+                                 "until": until, "limit": limit, "max_chars": max_chars}
+    if entry is not None:
+        arguments["entry"] = entry
+    return inspect_agent(agent_id, data_dir,
+                         inspect_recall(agent_id, keywords, config, **arguments))
 
 
 def tasks(agent_id: str, data_dir: DataDir = None) -> list[dict[str, Any]]:

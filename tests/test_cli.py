@@ -699,8 +699,11 @@ def test_inspection_works_while_another_process_holds_the_agent(tmp_path: Path) 
             assert query.stdout.splitlines()[0].strip() == "c"
             assert writer.poll() is None  # still holding the agent
         assert counts[-1] >= counts[0] >= 1
-        # Commands that need the agent read-write say it is held, in one line.
-        held = cli(tmp_path, "recall", "live", "PostgreSQL", data_dir=data)
+        # recall reads a snapshot too (SPEC §6 v3)…
+        recalled = cli(tmp_path, "recall", "live", "PostgreSQL", data_dir=data)
+        assert recalled.returncode == 0 and "PostgreSQL" in recalled.stdout, recalled.stderr
+        # …commands that need the agent read-write say it is held, in one line.
+        held = cli(tmp_path, "compress", "live", data_dir=data)
         assert_one_line_error(held, 1)
         assert "held by another process" in held.stderr
         assert writer.poll() is None
