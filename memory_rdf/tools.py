@@ -21,18 +21,27 @@ server, :mod:`memory_rdf.mcp_server`) serves the same tools.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import difflib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from memory_rdf._agents import validate_agent_id
-from memory_rdf._exceptions import InvalidInputError, InvalidTypeError
+from memory_rdf._agents import agent_exists, validate_agent_id
+from memory_rdf._agents import agents as list_agents
+from memory_rdf._exceptions import (
+    InvalidInputError,
+    InvalidTypeError,
+    MemoryRDFError,
+    UnknownAgentError,
+)
 from memory_rdf._manager import MemoryManager, MemorySystem
 
 __all__ = [
+    "AGENT_LINE",
     "DEFAULT_AGENT",
     "NOTHING_RECALLED",
     "anthropic_tools",
@@ -47,6 +56,10 @@ DEFAULT_AGENT = "default"
 #: What ``recall`` answers when nothing matched (an empty tool result confuses models).
 NOTHING_RECALLED = "(nothing recalled)"
 
+#: The first line of a ``recall`` answer from the default agent (a call on a
+#: :class:`~memory_rdf.MemorySystem` that named no ``agent_id``): which agent it was.
+AGENT_LINE = "(agent: {agent_id})"
+
 
 @dataclass(frozen=True)
 class _Tool:
@@ -57,6 +70,9 @@ class _Tool:
     run: Callable[[MemoryManager, dict[str, Any], float | None], str]
     read_only: bool = True  # MCP tool annotations (hints for clients)
     destructive: bool = False
+    #: Whether a call may create the agent it names (remember only, SPEC §9 v3); the other
+    #: tools on an agent that has no memory are an error naming it.
+    creates: bool = False
 
     def schema(self, include_agent_id: bool, agents: tuple[str, ...] | None = None,
                default_agent: str | None = None) -> dict[str, Any]:
@@ -74,7 +90,10 @@ class _Tool:
 _AGENT_ID: dict[str, Any] = {
     "type": "string",
     "description": "Whose memory to use (1-128 letters, digits, '_', '-', '.'). Leave it out "
-                   "for the agent this tool is bound to.",
+                   "for the agent this tool is bound to; the answer then names it (recall: "
+                   "a first line '(agent: ID)'; JSON: an agent_id field). Only remember "
+                   "creates an agent: the other tools on an agent with no memory are an "
+                   "error.",
     "minLength": 1,
     "maxLength": 128,
     "pattern": r"^[\w.-]+$",
@@ -88,7 +107,9 @@ def _allowed_agent_id(agents: tuple[str, ...], default_agent: str | None) -> dic
     schema: dict[str, Any] = {
         "type": "string",
         "description": f"Whose memory to use: one of {_quoted(agents)}. Leave it out for "
-                       f"{default}.",
+                       f"{default}; the answer then names it (recall: a first line "
+                       "'(agent: ID)'; JSON: an agent_id field). Only remember creates an "
+                       "agent: the other tools on an agent with no memory are an error.",
         "enum": list(agents),
     }
     if default_agent is not None:
@@ -238,6 +259,7 @@ _TOOLS: tuple[_Tool, ...] = (
         required=("messages",),
         run=_remember,
         read_only=False,
+        creates=True,
     ),
     _Tool(
         name="recall",
@@ -458,12 +480,17 @@ def call_tool(
     ``null`` counts as left out. With a :class:`~memory_rdf.MemorySystem` the call goes to
     the agent named by the ``agent_id`` argument, else to ``default_agent``; with a
     :class:`~memory_rdf.MemoryManager` it goes to that agent, and an ``agent_id`` naming
-    another agent is refused. ``timeout`` (seconds; None = no limit) bounds how long
-    ``recall``, ``memories`` and ``forget`` wait behind the agent's earlier tasks (e.g. a
-    remember waiting for an unreachable model), and how long ``sparql`` runs (None: the
-    30 s of :meth:`~memory_rdf.MemoryManager.sparql`); ``sparql`` refuses an answer of more
-    than its ``limit`` argument's rows (default 1,000, at most 100,000) with
-    :class:`~memory_rdf.QueryLimitError`.
+    another agent is refused. Only ``remember`` creates an agent: the other tools on an agent
+    of a system that has no memory raise :class:`~memory_rdf.UnknownAgentError` (SPEC §9 v3).
+    An answer from ``default_agent`` (a call on a system naming no ``agent_id``) names it: a
+    recall's text starts with the line ``(agent: ID)`` (:data:`AGENT_LINE`), a JSON object
+    gains ``agent_id``, and a list or boolean becomes ``{"agent_id": ID, "memories": …}``
+    (``memories``) or ``{"agent_id": ID, "result": …}`` (``sparql``). ``timeout`` (seconds;
+    None = no limit) bounds how long ``recall``, ``memories`` and ``forget`` wait behind the
+    agent's earlier tasks (e.g. a remember waiting for an unreachable model), and how long
+    ``sparql`` runs (None: the 30 s of :meth:`~memory_rdf.MemoryManager.sparql`); ``sparql``
+    refuses an answer of more than its ``limit`` argument's rows (default 1,000, at most
+    100,000) with :class:`~memory_rdf.QueryLimitError`.
 
     ``agents`` (None: every agent) is an allow-list: the only agent ids a call may use. A call
     whose ``agent_id`` (or, naming none, ``default_agent``) is not among them is refused
@@ -477,6 +504,8 @@ def call_tool(
         InvalidTypeError: arguments that are not an object, or a value of the wrong type
             (a ``TypeError``).
         TimeoutError: ``timeout`` passed (the message says what the call waited behind).
+        UnknownAgentError: a tool other than ``remember`` on an agent that has no memory
+            (the message names it and lists a few known agents); nothing is created.
         MemoryRDFError: whatever the memory method raises otherwise (e.g.
             :class:`~memory_rdf.SparqlError` for a query that does not parse,
             :class:`~memory_rdf.QueueFullError`).
@@ -484,11 +513,14 @@ def call_tool(
     >>> import tempfile
     >>> from memory_rdf import MemorySystem
     >>> with MemorySystem(data_dir=tempfile.mkdtemp()) as system:
+    ...     call_tool(system, "remember", {"messages": [{"role": "user", "content": "Hi"}],
+    ...                                    "agent_id": "bob"})
     ...     call_tool(system, "recall", {"keywords": ["cat"], "agent_id": "bob"})
     ...     try:
     ...         call_tool(system, "stats", {"agent_id": "eve"}, agents=["bob"])
     ...     except ValueError as exc:
     ...         print(exc)
+    '{"status": "accepted", "agent_id": "bob", "messages": 1}'
     '(nothing recalled)'
     agent_id 'eve' is not served here: the agent ids are 'bob'
     """
@@ -500,8 +532,31 @@ def call_tool(
     allowed = _check_agents(agents)
     args = _parse_arguments(tool, arguments)
     agent_id = args.pop("agent_id", None)
-    return tool.run(_manager(system_or_manager, agent_id, default_agent, allowed), args,
-                    timeout)
+    mem = _manager(system_or_manager, agent_id, default_agent, allowed, creates=tool.creates)
+    answer = tool.run(mem, args, timeout)
+    if agent_id is None and isinstance(system_or_manager, MemorySystem):
+        return _naming(tool.name, answer, mem.agent_id)
+    return answer
+
+
+#: The key under which an answer that is not a JSON object is given when it names its agent.
+_ANSWER_KEYS = {"memories": "memories"}
+
+
+def _naming(name: str, answer: str, agent_id: str) -> str:
+    """``answer`` saying which agent it is about, for a call that named none (SPEC §9 v3: the
+    default agent is named in every answer that used it): a JSON object gains ``agent_id``;
+    other JSON is ``{"agent_id": …, "memories" | "result": …}``; text (recall) starts with
+    the line ``(agent: ID)``."""
+    try:
+        value = json.loads(answer)
+    except ValueError:
+        return f"{AGENT_LINE.format(agent_id=agent_id)}\n{answer}"
+    if isinstance(value, dict):
+        if "agent_id" in value:
+            return answer
+        return _json({"agent_id": agent_id, **value})
+    return _json({"agent_id": agent_id, _ANSWER_KEYS.get(name, "result"): value})
 
 
 def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> dict[str, Any]:
@@ -536,11 +591,11 @@ def _parse_arguments(tool: _Tool, arguments: Mapping[str, Any] | str | None) -> 
 
 def _manager(
     target: MemorySystem | MemoryManager, agent_id: object, default_agent: str,
-    allowed: tuple[str, ...] | None = None,
+    allowed: tuple[str, ...] | None = None, *, creates: bool = True,
 ) -> MemoryManager:
     """The manager a call goes to: the one ``agent_id`` names, else the bound manager or
     ``default_agent``; one outside ``allowed`` is refused before anything is opened (or
-    created) for it."""
+    created) for it, and so is one that has no memory yet unless the tool ``creates``."""
     if allowed is not None:
         chosen = agent_id
         if chosen is None:
@@ -559,7 +614,45 @@ def _manager(
         chosen = default_agent if agent_id is None else agent_id
         if not isinstance(chosen, str):
             raise InvalidTypeError(f"agent_id must be a str, got {type(chosen).__name__}")
+        if not creates and not _has_memory(target, chosen):
+            raise _unknown_agent(target, chosen, allowed)
         return target.agent(chosen)
     raise InvalidTypeError(
         "call_tool needs a MemorySystem or a MemoryManager, got "
         f"{type(target).__name__}")
+
+
+def _has_memory(system: MemorySystem, agent_id: str) -> bool:
+    """Whether ``agent_id`` is open in ``system`` or has a store in its data directory (or
+    memory on its endpoint). Creates nothing."""
+    if agent_id in system.agents():
+        return True
+    return agent_exists(agent_id, system.endpoint or system.data_dir)
+
+
+#: Most agent ids an unknown-agent error lists.
+_KNOWN_SHOWN = 10
+
+
+def _unknown_agent(system: MemorySystem, agent_id: str,
+                   allowed: tuple[str, ...] | None) -> UnknownAgentError:
+    """The error for a call on an agent that has no memory: it names the agent and where it
+    was looked for, and lists a few known agents (only allowed ones), the closest first."""
+    where = (f"on {system.endpoint.query_url}" if system.endpoint is not None
+             else f"in {system.data_dir}")
+    known = set(system.agents())
+    with contextlib.suppress(MemoryRDFError, OSError):  # the list is a help, not the answer
+        known.update(list_agents(system.endpoint or system.data_dir))
+    if allowed is not None:
+        known &= set(allowed)
+    close = difflib.get_close_matches(agent_id, sorted(known), n=3, cutoff=0.6)
+    shown = [*close, *sorted(known - set(close))][:_KNOWN_SHOWN]
+    if shown:
+        more = f" and {len(known) - len(shown)} more" if len(known) > len(shown) else ""
+        listing = f"; known agents: {_quoted(shown)}{more}"
+    else:
+        listing = "; there is no agent yet"
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return UnknownAgentError(
+        f"no agent {agent_id!r} {where}{hint}{listing}. Only remember creates an agent."
+    )

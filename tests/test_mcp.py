@@ -71,25 +71,33 @@ async def _exercise(client: Client) -> None:
     assert not good.is_error
     assert "JWT 登录由张伟负责" in _text(good)
     timed = await client.call_tool("recall", {"keywords": ["JWT"], "until": "2000-01-01"})
-    assert _text(timed) == "(nothing recalled)"
+    assert _text(timed) == "(agent: default)\n(nothing recalled)"  # the default agent named
 
     rows = json.loads(_text(await client.call_tool(
         "sparql", {"query": "SELECT (COUNT(?n) AS ?nodes) WHERE { ?n a memory:Node }"})))
     stats = json.loads(_text(await client.call_tool("stats", {})))
-    assert rows == [{"nodes": stats["nodes"]}] and stats["nodes"] >= 1
+    assert rows == {"agent_id": "default", "result": [{"nodes": stats["nodes"]}]}
+    assert stats["nodes"] >= 1 and stats["agent_id"] == "default"
 
     # Forget on request: list, forget by id, gone from recall; the server keeps serving.
     assert tools["forget"].annotations.destructive_hint is True
     listed = json.loads(_text(await client.call_tool("memories", {"keywords": ["张伟"]})))
+    assert listed["agent_id"] == "default"
+    listed = listed["memories"]
     assert listed and all("张伟" in m["content"] for m in listed)
     bad_forget = await client.call_tool("forget", {"ids": "all"})
     assert bad_forget.is_error and "ids" in _text(bad_forget)
     done = await client.call_tool("forget", {"ids": [m["id"] for m in listed]})
-    assert json.loads(_text(done)) == {"forgotten": len(listed), "purge": False}
+    assert json.loads(_text(done)) == {"agent_id": "default", "forgotten": len(listed),
+                                       "purge": False}
     assert "张伟" not in _text(await client.call_tool("recall", {"keywords": ["张伟"],
                                                                 "entry": "both"}))
 
-    # Another agent through agent_id: its own memory, empty at first.
+    # Another agent through agent_id: none yet, so a tool error naming it (SPEC §9 v3)…
+    other = await client.call_tool("recall", {"keywords": ["JWT"], "agent_id": "other"})
+    assert other.is_error and "no agent 'other'" in _text(other)
+    # …until a remember creates it: its own memory.
+    await client.call_tool("remember", {"messages": MESSAGES[:1], "agent_id": "other"})
     other = await client.call_tool("recall", {"keywords": ["JWT"], "agent_id": "other"})
     assert _text(other) == "(nothing recalled)"
     bad_agent = await client.call_tool("stats", {"agent_id": "../escape"})
@@ -136,6 +144,8 @@ def test_an_agent_is_opened_when_a_call_first_uses_it(tmp_path: Path) -> None:
                 assert (data_dir / "default").is_dir()
                 held = await second.call_tool("stats", {})
                 assert held.is_error and "held by another process" in _text(held), _text(held)
+                await second.call_tool("remember", {"messages": MESSAGES[:1],
+                                                    "agent_id": "other"})
                 other = await second.call_tool("stats", {"agent_id": "other"})
                 assert json.loads(_text(other))["agent_id"] == "other"
 
@@ -283,6 +293,7 @@ async def _only_alice_and_bob(client: Client, default: str) -> None:
     ack = await client.call_tool("remember", {"messages": MESSAGES[:1]})
     assert json.loads(_text(ack))["agent_id"] == default
     other = "bob" if default == "alice" else "alice"
+    await client.call_tool("remember", {"messages": MESSAGES[:1], "agent_id": other})
     stats = await client.call_tool("stats", {"agent_id": other})
     assert not stats.is_error and json.loads(_text(stats))["agent_id"] == other
     for name, arguments in (("remember", {"messages": MESSAGES}), ("recall", {"keywords": []}),

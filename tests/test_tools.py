@@ -255,7 +255,7 @@ def test_system_routes_by_agent_id_and_manager_refuses_another(
                   default_agent="carol")
         for agent in ("default", "bob", "carol"):
             assert system.agent(agent).wait_idle(timeout=30)
-        assert call_tool(system, "recall", {"keywords": []}) == "[记忆] alpha"
+        assert call_tool(system, "recall", {"keywords": []}) == "(agent: default)\n[记忆] alpha"
         assert call_tool(system, "recall", {"keywords": [], "agent_id": "bob"}) == \
             "[记忆] beta"
         assert "gamma" in call_tool(system, "recall", {"keywords": []}, default_agent="carol")
@@ -320,7 +320,7 @@ def test_call_tool_with_an_allow_list_opens_nothing_for_another_agent(
         assert call_tool(system, "recall", '{"keywords": [], "agent_id": "bob"}',
                          default_agent="alice", agents=allowed) == "[记忆] beta"
         assert call_tool(system, "recall", {"keywords": []}, default_agent="alice",
-                         agents=allowed) == "[记忆] alpha"
+                         agents=allowed) == "(agent: alice)\n[记忆] alpha"
         calls = {"remember": {"messages": [{"role": "user", "content": "intruder"}]},
                  "recall": {"keywords": []}, "memories": {}, "forget": {"ids": ["x"]},
                  "stats": {}, "sparql": {"query": "ASK { ?s ?p ?o }"}}
