@@ -210,6 +210,8 @@ def test_a_password_in_the_endpoint_url_is_sent_but_never_shown(
     with SparqlEndpoint(f"http://ann:s3cret@{server}/query",
                         update_url=f"http://ann:s3cret@{server}/update") as ep:
         with MemorySystem(endpoint=ep, config=FAST, model=ScriptedModel()) as system:
+            call_tool(system, "remember", {"messages": [{"role": "user", "content": "hi"}],
+                                           "agent_id": "cred"})  # stats needs an agent
             stats = call_tool(system, "stats", {"agent_id": "cred"})
             assert "s3cret" not in stats and server in stats
         oxigraph_server.clear()
@@ -751,10 +753,13 @@ def test_the_mcp_server_serves_many_agents_under_a_low_open_files_limit(tmp_path
 
     async def main() -> None:
         async with Client(params) as client:
-            for i in range(40):
-                result = await client.call_tool("stats", {"agent_id": f"agent{i}"})
-                if result.is_error:
-                    errors.append(str(result.content[0].text))
+            for i in range(40):  # only remember creates an agent (SPEC §9 v3)
+                for name, arguments in (
+                        ("remember", {"messages": [{"role": "user", "content": f"hi {i}"}]}),
+                        ("stats", {})):
+                    result = await client.call_tool(name, {**arguments, "agent_id": f"agent{i}"})
+                    if result.is_error:
+                        errors.append(str(result.content[0].text))
 
     anyio.run(main)
     assert errors == []
