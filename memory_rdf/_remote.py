@@ -193,9 +193,10 @@ class Retry:
         count = f"{made} attempt{'s' if made != 1 else ''}"
         if self.stopped.is_set():
             return f"{count}, then no more: the agent is closing"
+        took = getattr(self._local, "took", 0.0)
         if getattr(self._local, "out_of_time", False):
-            return f"{count} in {self.timeout:g} s (Config.store_timeout)"
-        return f"{count} (Config.max_retries)"
+            return f"{count} in {took:.1f} s (Config.store_timeout={self.timeout:g})"
+        return f"{count} in {took:.1f} s (Config.max_retries={self.attempts - 1})"
 
     def left(self) -> float:
         """Seconds left to the deadline of this thread's call (``timeout`` outside one)."""
@@ -207,10 +208,16 @@ class Retry:
     def call(self, fn: Callable[[float], T], url: str) -> T:
         """``fn(seconds)``, retried; ``seconds`` is how long its attempt may last."""
         outer = getattr(self._local, "deadline", None)
-        deadline = time.monotonic() + self.timeout
+        started = time.monotonic()
+        deadline = started + self.timeout
         if outer is not None:
             deadline = min(deadline, outer)
+        # The last attempt gets at least this long: the wait before it is cut to fit, so a
+        # call uses its store_timeout instead of giving up when the next backoff is too long.
+        margin = min(1.0, self.timeout / 10)
 
+        def wait(state: tenacity.RetryCallState) -> float:
+            return min(self._wait(state), max(deadline - margin - time.monotonic(), 0.0))
 
         def retrying_soon(state: tenacity.RetryCallState) -> None:
             exc = state.outcome.exception() if state.outcome is not None else None
@@ -224,8 +231,8 @@ class Retry:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_any(tenacity.stop_after_attempt(self.attempts),
                                    tenacity.stop_when_event_set(self.stopped),
-                                   _StopAt(deadline)),
-            wait=self._wait,
+                                   _StopAt(deadline, margin)),
+            wait=wait,
             sleep=self._pause,
             retry=tenacity.retry_if_exception_type(self._transient),
             before_sleep=retrying_soon,
@@ -237,30 +244,29 @@ class Retry:
         except self._transient as exc:
             self._failed(exc)
             self._local.out_of_time = (
-                time.monotonic() >= deadline - _SHORTEST_ATTEMPT
-                or retrying.statistics.get("attempt_number", 0) < self.attempts)
+                retrying.statistics.get("attempt_number", 0) < self.attempts)
             raise
         finally:
             self._local.deadline = outer
             self._local.made = retrying.statistics.get("attempt_number", self.attempts)
+            self._local.took = time.monotonic() - started
         self._failing = None
         return result
 
 
 class _StopAt(tenacity.stop.stop_base):
-    """No retry whose wait would leave less than :data:`_SHORTEST_ATTEMPT` before
-    ``deadline`` (``time.monotonic()``)."""
+    """No retry once less than ``margin`` seconds are left before ``deadline``
+    (``time.monotonic()``)."""
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, margin: float) -> None:
         self.deadline = deadline
+        self.margin = margin
 
     def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        wait = retry_state.upcoming_sleep
-        return time.monotonic() + wait >= self.deadline - _SHORTEST_ATTEMPT
+        return self.deadline - time.monotonic() < self.margin
 
 
-#: The shortest attempt worth making (seconds): a retry that would have less time left before
-#: the call's deadline is not made.
+#: The shortest time an attempt is given (seconds), even at the call's deadline.
 _SHORTEST_ATTEMPT = 0.05
 
 
