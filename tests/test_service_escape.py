@@ -76,7 +76,9 @@ def test_the_mcp_sparql_tool_and_its_child_send_nothing(tmp_path: Path,
                     space, f"{base}/leak?q=secret")})
                 answers.append((result.is_error, str(result.content[0].text)))
             ok = await client.call_tool("sparql", {"query": "ASK { }"})
-            assert not ok.is_error and json.loads(str(ok.content[0].text)) is True
+            # the default agent was used: the answer names it (SPEC §9 v3)
+            assert not ok.is_error
+            assert json.loads(str(ok.content[0].text)) == {"agent_id": "default", "result": True}
 
     anyio.run(main)
     assert len(answers) == len(SPACES)
