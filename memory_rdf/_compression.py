@@ -346,12 +346,19 @@ class Compressor:
 
     # -- scan order ----------------------------------------------------------------------------
 
+    def protected(self) -> set[str]:
+        """The nodes compression leaves alone: the focus and the pinned nodes (SPEC §5.2 step 1,
+        §5.6 v3). Neither is scanned, links out of them do not decay, and the fixed pool never
+        evicts them."""
+        return {*self.focus.ids(), *self.nodes.pinned()}
+
     def next_batch(self, limit: int, focus: Collection[str] | None = None) -> list[str]:
         """The next ``limit`` nodes in scan order (SPEC §5.3), read from the scanOrder index;
-        focus nodes are not candidates (``focus``: the current focus, when the caller has it):
-        ``limit`` + the focus size rows are read and the focus dropped here."""
+        focus and pinned nodes are not candidates (``focus``: :meth:`protected`, when the
+        caller has it): ``limit`` + their number of rows are read and they are dropped here
+        (a node that is never scanned keeps its place at the head of the scan order)."""
         if focus is None:
-            focus = set(self.focus.ids())
+            focus = self.protected()
         want = int(limit) + len(focus)
         rows = self.store.index_rows(self.store.render("scan_order", limit=want))
         keys = [int(k) for _, k in rows]
@@ -367,7 +374,7 @@ class Compressor:
         report = SliceReport()
         running = 0.0  # own running time, backoff waits excluded (SPEC §5.3)
         mark = time.perf_counter()
-        focus = set(self.focus.ids())
+        focus = self.protected()
         candidates = self.next_batch(cfg.compression_batch_size, focus)
         chunk = _Chunk()
         try:
@@ -445,7 +452,7 @@ class Compressor:
         decay, threshold = cfg.decay_rate, cfg.link_break_threshold
         for key in touching:
             if key[0] in focus:
-                continue  # links out of a focus node do not decay (SPEC §5.2 step 7)
+                continue  # links out of a focus or pinned node do not decay (§5.2 step 7)
             old = links[key]
             w = old * decay
             if w < threshold:
@@ -470,8 +477,8 @@ class Compressor:
     # -- fixed pool ----------------------------------------------------------------------------
 
     def make_room(self, batch: WriteBatch, incoming: int, focus: set[str]) -> None:
-        """Before ``incoming`` nodes are created: forget the least important non-focus nodes
-        so that they fit in ``max_nodes`` (SPEC §5.3), as part of ``batch``.
+        """Before ``incoming`` nodes are created: forget the least important nodes neither in
+        the focus nor pinned so that they fit in ``max_nodes`` (SPEC §5.3), as part of ``batch``.
 
         Candidates: the ``EVICTION_SAMPLE`` + excess least important nodes the compression
         scans saw, completed by a window at a random offset in scan order
@@ -487,6 +494,7 @@ class Compressor:
         excess = count + incoming - cap
         victims: list[str] = []
         if excess > 0:
+            focus = {*focus, *self.nodes.pinned()}  # pinned nodes are never evicted (§5.6 v3)
             size = EVICTION_SAMPLE + excess
             weakest = sorted(self._weak, key=lambda n: (self._weak[n], n))
             measured = self._importances([n for n in weakest if n not in focus][:size])

@@ -195,6 +195,27 @@ class LinkStore:
                 found.append((pairs[iri], w, rel or ""))
         return by_strength(found)
 
+    def cut_incoming(self, batch: WriteBatch, targets: Sequence[str]) -> None:
+        """Remove, as part of ``batch``, every link into ``targets`` from other nodes: their
+        resources and their shortcut triples (``incoming_links.rq``), for a forget that leaves
+        no trace (SPEC §5.6 v3). The links out of ``targets`` go with the nodes themselves."""
+        gone = set(targets)
+        links: set[str] = set()
+        shortcuts: set[tuple[str, str]] = set()
+        for part in chunks(targets):
+            query = render("incoming_links", nodes=[node_ref(i) for i in part])
+            for node, source, link in self._store.rows(query):
+                if source is not None and (node_id(source) in gone or source.startswith("_:")):
+                    continue  # out of a node forgotten by the same batch (or not a node)
+                if link is not None:
+                    if not link.startswith("_:"):
+                        links.add(link)
+                elif source is not None:
+                    shortcuts.add((source, node))
+        if links:
+            batch.update("delete_links", links=[iri_ref(i) for i in sorted(links)])
+        batch.delete(triple(iri_ref(s), V.LINK_P, iri_ref(t)) for s, t in sorted(shortcuts))
+
     def importance(self, nid: str) -> float:
         query = render("importance", node=node_ref(nid), threshold=self._threshold)
         return float(self._store.scalar(query, 0.0))

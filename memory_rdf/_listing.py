@@ -82,7 +82,7 @@ class Listing:
         for nid, (_, created, said) in zip(ids, order, strict=True):
             if nid not in details:  # forgotten between the two reads (another writer)
                 continue
-            content, phrase, scans, original, focus = details[nid]
+            content, phrase, scans, original, focus, pinned = details[nid]
             out.append({
                 "id": nid,
                 "content": content,
@@ -94,6 +94,7 @@ class Listing:
                 "original_length": int(original),
                 "importance": importance.get(nid, 0.0),
                 "in_focus": bool(focus),
+                "pinned": bool(pinned),
             })
         return out
 

@@ -827,6 +827,10 @@ class MemoryManager:
         seeds: list[Seed] = []
         if entry in ("focus", "both"):
             seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self._focus.ids())]
+        # Pinned nodes seed every recall at 1.0, ranked after the focus (SPEC §5.4 v3).
+        seeded = {s.node for s in seeds}
+        pinned = [nid for nid in self._nodes.pinned() if nid not in seeded]
+        seeds += [Seed(nid, 1.0, len(seeds) + i) for i, nid in enumerate(pinned)]
         if entry in ("keywords", "both") and self.config.keyword_index:
             seeds += self._searcher.keyword_seeds(
                 keywords,
@@ -861,9 +865,10 @@ class MemoryManager:
         Each is a dict: ``id``, ``content``, ``phrase``, ``keywords`` (sorted), ``created_at``
         and ``said_at`` (aware UTC ``datetime``; ``said_at`` is None when the messages carried
         no timestamp), ``scan_count``, ``original_length``, ``importance`` (the sum of its
-        live links' strengths, SPEC §5.2) and ``in_focus``. "Newest" is the said time where
-        known, else the creation time. ``keywords`` keeps the nodes that match one of them
-        as recall matches (a case-insensitive substring of the content or of a keyword);
+        live links' strengths, SPEC §5.2), ``in_focus`` and ``pinned`` (SPEC §5.6 v3).
+        "Newest" is the said time where known, else the creation time. ``keywords`` keeps the
+        nodes that match one of them as recall matches (a case-insensitive substring of the
+        content or of a keyword);
         ``since`` / ``until`` (``datetime`` or ISO 8601 string, naive = UTC) keep those said
         or created in ``[since, until)``; ``limit`` (None = all) and ``offset`` page.
         Runs after the agent's earlier tasks (per-agent FIFO), so it sees earlier remembers.
@@ -911,14 +916,18 @@ class MemoryManager:
         """Forget the given memories on request; returns how many were forgotten (SPEC §5.6).
 
         Each node goes exactly as compression forgets it (SPEC §5.2): its triples and the
-        links out of it; links *into* it from other nodes stay, dangling, so the agent still
-        knows it once knew something, but nothing of the text. A forgotten node leaves the
-        focus. Unknown ids (never existed, or already forgotten) are ignored and not counted;
-        ids are compared in any case (they are hex).
+        links out of it; links *into* it from other nodes stay (unless ``purge``), dangling,
+        so the agent still knows it once knew something, but nothing of the text. A forgotten
+        node leaves the focus. Unknown ids (never existed, or already forgotten) are ignored
+        and not counted; ids are compared in any case (they are hex).
         Queued behind the agent's earlier tasks (per-agent FIFO), so a remember made before
         is there to forget.
 
-        ``purge=True`` also erases the bytes: when ``forget`` returns, the forgotten texts
+        A pinned memory is forgotten too: an explicit request wins over :meth:`pin`.
+
+        ``purge=True`` leaves no trace: the links *into* the forgotten nodes go as well (their
+        resources and shortcut triples), so no recall tells of a memory it once had (SPEC
+        §5.6 v3); and it erases the bytes: when ``forget`` returns, the forgotten texts
         are in no file of the agent's store directory and in no journalled remember task
         (the store is rewritten into a fresh directory and swapped in; RocksDB keeps deleted
         values in its files and logs until then, and Oxigraph never deletes a string from
@@ -958,12 +967,73 @@ class MemoryManager:
                 forget_ops(batch, nid)
                 batch.delete([triple(V.FOCUS, V.MEMBER, node_ref(nid))])
             if purge:
+                self._links.cut_incoming(batch, list(found))  # no trace (SPEC §5.6 v3)
                 self._journal.cut_texts(batch, list(found.values()))
             batch.after_commit(self._compressor.recount)
             store.commit(batch)
         if purge:
             store.rewrite()
         return len(found)
+
+    def pin(self, ids: Sequence[str], *, timeout: float | None = None) -> int:
+        """Keep these memories from fading; returns how many became pinned (SPEC §5.6 v3).
+
+        A pinned memory is protected like a focus node: compression never shortens or
+        forgets it, the fixed pool (``max_nodes``) never evicts it, links out of it do not
+        decay, and every recall starts from it (at path strength 1.0, after the focus).
+        ``memories()`` says ``pinned``. An explicit :meth:`forget` still removes it (a
+        request to be forgotten wins). Unknown ids and ids already pinned are ignored and
+        not counted; ids as :meth:`forget` takes them. Queued behind the agent's earlier
+        tasks (per-agent FIFO), so a remember made before is there to pin.
+
+        >>> import tempfile
+        >>> with MemoryManager("doc", data_dir=tempfile.mkdtemp()) as mem:
+        ...     mem.remember([{"role": "user", "content": "Hi, I'm Priya"}])
+        ...     ids = [m["id"] for m in mem.memories(["Priya"])]
+        ...     mem.pin(ids), mem.pin(ids), [m["pinned"] for m in mem.memories(["Priya"])]
+        (1, 0, [True])
+
+        Raises:
+            TypeError, ValueError: ``ids`` is not a list of node id strings (nothing is
+                queued).
+            TimeoutError: not done within ``timeout`` seconds.
+            QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
+        """
+        return self._set_pinned(ids, True, timeout)
+
+    def unpin(self, ids: Sequence[str], *, timeout: float | None = None) -> int:
+        """Let pinned memories fade again; returns how many were pinned (SPEC §5.6 v3).
+        From then on they are scanned, decay and may be forgotten like any other memory.
+        Arguments, queueing and errors as :meth:`pin`."""
+        return self._set_pinned(ids, False, timeout)
+
+    def _set_pinned(self, ids: Sequence[str], pinned: bool, timeout: float | None) -> int:
+        wanted = _node_ids(ids)
+        timeout = check_timeout(timeout, zero=True)
+        self._check_open()
+
+        def start() -> Generator[Backoff, None, int]:
+            return self._pin_now(wanted, pinned)
+            yield  # pragma: no cover  (makes this a generator)
+
+        future: Future[int] = Future()
+        self._system._scheduler.submit(
+            self.agent_id, Task(TaskKind.PIN, start, future=future), self.config.max_queue_size
+        )
+        return self._result(future, timeout, "pin" if pinned else "unpin")
+
+    def _pin_now(self, ids: list[str], pinned: bool) -> int:
+        store = self._check_open()
+        already = set(self._nodes.pinned())
+        if pinned:
+            changed = [nid for nid in self._nodes.existing(ids) if nid not in already]
+        else:
+            changed = [nid for nid in ids if nid in already]
+        if changed:
+            batch = WriteBatch()
+            self._nodes.set_pinned(batch, changed, pinned)
+            store.commit(batch)
+        return len(changed)
 
     # -- compression ---------------------------------------------------------------------------
 
@@ -1066,6 +1136,7 @@ class MemoryManager:
             "links": links,
             "dangling_links": dangling,
             "focus": self._focus.ids(),
+            "pinned": len(self._nodes.pinned()),
             "pending_tasks": self._system._scheduler.pending(self.agent_id),
             "failed_tasks": self._journal.count("failed"),
             "model_calls": calls.calls,

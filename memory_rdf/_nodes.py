@@ -104,6 +104,20 @@ class NodeStore:
                 out[node_id(iri)] = content
         return out
 
+    def pinned(self) -> list[str]:
+        """The pinned nodes' ids, newest first (SPEC §5.6 v3)."""
+        return [node_id(iri) for iri in self._store.column(render("pinned_nodes"))]
+
+    def set_pinned(self, batch: WriteBatch, ids: Sequence[str], pinned: bool) -> None:
+        """Pin (``node:{id} memory:pinned true``) or unpin the given nodes, as part of
+        ``batch``. A ``false`` flag (only an import can bring one) goes either way, so a node
+        never carries two."""
+        refs = [node_ref(i) for i in ids]
+        batch.delete(triple(ref, V.PINNED, lit(value)) for ref in refs
+                     for value in ((False,) if pinned else (True, False)))
+        if pinned:
+            batch.insert(triple(ref, V.PINNED, lit(True)) for ref in refs)
+
     def matching(self, ids: Sequence[str], keywords: Sequence[str]) -> set[str]:
         """The ids whose content or a keyword contains one of ``keywords`` (case-insensitive)."""
         needles = [lit(k.lower()) for k in keywords]

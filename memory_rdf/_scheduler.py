@@ -39,12 +39,14 @@ class TaskKind(StrEnum):
     RECALL = "recall"
     MEMORIES = "memories"
     FORGET = "forget"
+    PIN = "pin"  # pin() / unpin() (SPEC §5.6 v3)
     SLICE = "slice"  # a compression slice asked for by the user (run_compression_slice)
     AUTO_SLICE = "auto"  # an automatic compression slice (made by the agent's callback)
 
 
 #: Tasks a caller waits for: a compression slice ends early for them (SPEC §5.3).
-USER_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.RECALL, TaskKind.MEMORIES, TaskKind.FORGET})
+USER_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.RECALL, TaskKind.MEMORIES, TaskKind.FORGET,
+                        TaskKind.PIN})
 
 #: A generator step: yields a Backoff to wait without holding the thread, returns the result.
 Step = Generator[Backoff, None, Any]

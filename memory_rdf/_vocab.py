@@ -58,6 +58,7 @@ STRENGTH = m("strength")
 RELATION = m("relation")
 MEMBER = m("member")
 FOCUS_ORDER = m("focusOrder")
+PINNED = m("pinned")
 FOCUS = f"<{FOCUS_LIST}>"
 
 #: The read mirror's link index (``_store._Mirror``, ``queries/mirror_index_all.ru``): two

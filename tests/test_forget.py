@@ -86,7 +86,7 @@ def test_memories_lists_newest_first_with_every_field(make_manager) -> None:
     gamma, beta, alpha = listed
     assert set(gamma) == {
         "id", "content", "phrase", "keywords", "created_at", "said_at", "scan_count",
-        "original_length", "importance", "in_focus",
+        "original_length", "importance", "in_focus", "pinned",
     }
     assert alpha["said_at"] == datetime(2024, 1, 1, tzinfo=UTC)
     assert beta["said_at"] is None and isinstance(beta["created_at"], datetime)

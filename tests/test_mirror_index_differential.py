@@ -8,10 +8,11 @@ one derived afresh from the disk store (``mirror_index_all.ru`` on a copy).
 The writes: remembers of one to three segments (each new node linked to the focus nodes, with
 relation names from a table), compression slices driven until nodes are shortened and
 forgotten (dangling links) and links decay under ``link_break_threshold`` and break, the fixed
-pool's evictions (``max_nodes``, inside a remember's own write), ``forget`` and
-``forget(purge=True)``, reopening the store (the mirror built again; a remember made while it
-builds, or queued at close and replayed from the journal at the reopen), and renewals of the
-mirror (its size threshold lowered).
+pool's evictions (``max_nodes``, inside a remember's own write), ``pin`` / ``unpin``,
+``forget`` and ``forget(purge=True)`` (the links into the forgotten nodes taken along),
+reopening the store (the mirror built again; a remember made while it builds, or queued at
+close and replayed from the journal at the reopen), and renewals of the mirror (its size
+threshold lowered).
 
 Node ids are made deterministic (the same for both agents) so that the two stores hold the same
 network and their compression and eviction make the same choices. The seed is fixed; set
@@ -126,7 +127,8 @@ def answers(mem: MemoryManager, rng: random.Random) -> list[tuple[Any, ...]]:
     out.append(("memories", [{k: v for k, v in m.items() if k not in ("created_at", "said_at")}
                              for m in mem.memories(limit=None)]))
     stats = mem.stats()
-    out.append(("stats", {k: stats[k] for k in ("nodes", "links", "dangling_links", "focus")}))
+    out.append(("stats", {k: stats[k] for k in ("nodes", "links", "dangling_links", "focus",
+                                                "pinned")}))
     return out
 
 
@@ -150,7 +152,8 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     rng = random.Random(SEED)
     kinds = ["remember"] * 5 + ["compress"] * 3 + ["forget", "purge", "reopen"]
     log: list[str] = []
-    seen = dict.fromkeys(("forgotten", "links_removed", "dangling", "nodes", "perceptions"), 0)
+    seen = dict.fromkeys(("forgotten", "links_removed", "dangling", "nodes", "perceptions",
+                          "pins"), 0)
     try:
         for step in range(STEPS):
             kind = rng.choice(kinds) if step >= 4 else "remember"
@@ -160,7 +163,11 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                 log.append(f"remember {contents}")
             elif kind == "compress":
                 slices = op_rng.randint(1, 4)
-                log.append(f"compress x{slices}")
+                # now and then a node pinned (or unpinned) first: kept out of the scans
+                listed = agents[1].mem.memories(limit=None)  # type: ignore[union-attr]
+                toggled = op_rng.choice(listed) if listed and op_rng.random() < 0.5 else None
+                log.append(f"compress x{slices}"
+                           + (f" after toggling the pin of {toggled['id']}" if toggled else ""))
             elif kind in ("forget", "purge"):
                 ids = [m["id"] for m in agents[1].mem.memories(limit=None)]  # type: ignore[union-attr]
                 chosen = op_rng.sample(ids, min(len(ids), op_rng.randint(1, 2)))
@@ -178,6 +185,10 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
                     mem.remember(say(" | ".join(contents)))
                     assert mem.wait_idle(30)
                 elif kind == "compress":
+                    if toggled is not None:
+                        toggle = mem.unpin if toggled["pinned"] else mem.pin
+                        assert toggle([toggled["id"]]) == 1, log[-1]
+                        seen["pins"] += toggle == mem.pin
                     reports.append([
                         {k: r[k] for k in ("scanned", "compressed", "forgotten", "links_removed")}
                         for r in (mem.run_compression_slice() for _ in range(slices))])
@@ -209,7 +220,7 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             seen["perceptions"] += sum("遗忘" in str(a[-1]) or "forgot" in str(a[-1])
                                        for a in got[0][:-2])
         # the sequence did reach what it is meant to exercise: forgetting (dangling links seen
-        # by recall), broken links, the fixed pool full, renewals of the mirror
+        # by recall), broken links, pinned nodes, the fixed pool full, renewals of the mirror
         agents[0].close()
         assert all(seen.values()), seen
         assert seen["nodes"] == CONFIG.max_nodes, seen

@@ -34,6 +34,7 @@ DATATYPE_PROPERTIES = {
     "strength": XSD.double,
     "relation": XSD.string,
     "focusOrder": XSD.integer,
+    "pinned": XSD.boolean,
     # bookkeeping in named graphs
     "schemaVersion": XSD.integer,
     "agentId": XSD.string,
@@ -52,7 +53,7 @@ DATATYPE_PROPERTIES = {
 FUNCTIONAL = {
     "content", "phrase", "createdAt", "saidAt", "scanCount", "scanOrder", "originalLength",
     "termCount",
-    "source", "target", "strength", "relation", "focusOrder",
+    "source", "target", "strength", "relation", "focusOrder", "pinned",
     "schemaVersion", "agentId", "lastCreatedAt", "nodeSequence",
     "taskText", "taskSeq", "taskStatus", "attempts", "lastError", "acceptedAt", "taskSaidAt",
 }  # fmt: skip
@@ -189,6 +190,7 @@ node:b a memory:Node ;
     memory:scanOrder 2 ;
     memory:originalLength 16 ;
     memory:focusOrder 7 ;
+    memory:pinned true ;
     memory:link node:a, node:gone .
 
 link:a--b a memory:Link ;
@@ -304,6 +306,10 @@ BROKEN: dict[str, tuple[Breakage, URIRef | None]] = {
     "link with two relations": (
         _add(LINK["a--b"], MEMORY.relation, Literal("因果")),
         MEMORY.relation,
+    ),
+    "pinned as a string": (_set(NODE.b, MEMORY.pinned, Literal("true")), MEMORY.pinned),
+    "two pinned flags": (
+        _add(NODE.b, MEMORY.pinned, Literal("false", datatype=XSD.boolean)), MEMORY.pinned,
     ),
     "focus member without focusOrder": (_remove(NODE.b, MEMORY.focusOrder), MEMORY.member),
     "focus member not a node": (_add(FOCUS, MEMORY.member, NODE.gone), MEMORY.member),
