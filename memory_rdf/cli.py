@@ -1,7 +1,8 @@
 """The ``memory-rdf`` command line (SPEC §6).
 
-Commands: ``demo``, ``remember``, ``recall``, ``compress``, ``forget``, ``tasks --retry``
-(these open the agent read-write, through :class:`~memory_rdf.MemoryManager`) and ``sparql``,
+Commands: ``demo``, ``remember``, ``recall``, ``compress``, ``forget``, ``pin``, ``unpin``,
+``tasks --retry`` (these open the agent read-write, through
+:class:`~memory_rdf.MemoryManager`) and ``sparql``,
 ``export``, ``graph``, ``stats``, ``validate``, ``memories``, ``tasks`` (read-only inspection
 through :mod:`memory_rdf.inspect`: they never write and work while another process holds the
 agent); ``bench`` runs the benchmark suite of a source
@@ -495,9 +496,9 @@ def _when(memory: dict[str, Any]) -> str:
 def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: str | None,
              limit: int, offset: int, as_json: bool, data_dir: Where) -> None:
     """List the agent's memories, newest first (said time where known, else creation time):
-    id, date, importance (* = in the focus) and content; piped, one tab-separated line per
-    memory. KEYWORDs keep the memories that contain one (as recall matches). Read-only: works
-    while another process holds the agent.
+    id, date, importance (* = in the focus, ^ = pinned) and content; piped, one tab-separated
+    line per memory. KEYWORDs keep the memories that contain one (as recall matches).
+    Read-only: works while another process holds the agent.
 
     \b
     Example:
@@ -520,50 +521,141 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
     out = _stdout()
     if not out.is_terminal:  # one line per memory for pipes: id, when, importance, content
         for m in listed:
-            mark = "*" if m["in_focus"] else ""
+            mark = ("*" if m["in_focus"] else "") + ("^" if m.get("pinned") else "")
             content = _printable(_one_line(m["content"]))
             click.echo(f"{m['id']}\t{_when(m)}\t{m['importance']:.2f}{mark}\t{content}")
         return
-    table = Table(title=f"Memories of {agent} (* in focus)", show_lines=False)
+    table = Table(title=f"Memories of {agent} (* in focus, ^ pinned)", show_lines=False)
     table.add_column("id", no_wrap=True)
     table.add_column("when", no_wrap=True)
     table.add_column("importance", justify="right")
     table.add_column("content", overflow="fold")
     for m in listed:
-        mark = " *" if m["in_focus"] else ""
+        mark = (" *" if m["in_focus"] else "") + (" ^" if m.get("pinned") else "")
         table.add_row(m["id"], _when(m), f"{m['importance']:.2f}{mark}",
                       Text(_printable(m["content"])))
     out.print(table)
 
 
-@cli.command(short_help="Forget memories by id (--purge: erase their bytes too).")
+@cli.command(short_help="Forget memories by id or by word (--purge: leave no trace).")
 @click.argument("agent")
-@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@click.argument("ids", nargs=-1, required=True, metavar="ID... | --matching WORD...")
+@click.option("--matching", is_flag=True,
+              help="The arguments are words: forget every memory `memories AGENT WORD...` "
+                   "lists, after showing them and asking.")
 @click.option("--purge", is_flag=True,
-              help="Also erase the text from every file of the store (rewrites the store).")
+              help="Leave no trace: also remove the links into the forgotten memories and "
+                   "erase their text from every file of the store (rewrites the store).")
+@click.option("--yes", "-y", is_flag=True,
+              help="With --matching: do not ask (for scripts).")
 @_data_dir_option
-def forget(agent: str, ids: tuple[str, ...], purge: bool, data_dir: Where) -> None:
+def forget(agent: str, ids: tuple[str, ...], matching: bool, purge: bool, yes: bool,
+           data_dir: Where) -> None:
     """Forget the memories with these ids (from `memory-rdf memories`), as compression
     forgets: the text goes, links into it stay (the agent knows it once knew something).
     Unknown ids are ignored; an ID is 32 hex digits (any case), and anything else is a usage
-    error (exit 2) that forgets nothing. With --purge the text is also in no file of the store
-    directory afterwards. Writes: fails (exit 1) while another process holds the agent.
+    error (exit 2) that forgets nothing. With --purge nothing is left: the links into them go
+    too, and their text is in no file of the store directory afterwards. Pinned memories are
+    forgotten too. Writes: fails (exit 1) while another process holds the agent.
+
+    With --matching every argument is a word (as for `memories`): the memories that contain
+    one are listed (id, date, content) and, once confirmed, forgotten — the echoes of a fact
+    in one step. --yes skips the question; without a terminal to ask on, --yes is required
+    (exit 2). No match forgets nothing (exit 0); answering no forgets nothing (exit 1).
 
     \b
     Example:
       memory-rdf forget demo $(memory-rdf memories demo 初雪 | cut -f1) --purge
+      memory-rdf forget demo --matching 香山 红叶 --purge --yes
     """
     _existing_agent(agent, data_dir)
     with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
         try:
-            count = mem.forget(list(ids), purge=purge)
+            if matching:
+                wanted = _confirmed_matches(mem, agent, ids, yes)
+                if wanted is None:
+                    return
+                count = mem.forget(wanted, purge=purge)
+                unknown = 0
+            else:
+                count = mem.forget(list(ids), purge=purge)
+                unknown = len({_id_key(i) for i in ids}) - count
         except (InvalidInputError, InvalidTypeError) as exc:
             raise click.UsageError(str(exc)) from None
-    unknown = len({_id_key(i) for i in ids}) - count
     note = f" ({unknown} unknown id(s) ignored)" if unknown > 0 else ""
-    erased = "; their text is in no file of the store" if purge else ""
+    erased = "; no trace of them is left in the store" if purge else ""
     click.echo(f"agent {agent!r}: forgot {count} memor{'y' if count == 1 else 'ies'}{note}"
                f"{erased}")
+
+
+def _confirmed_matches(mem: MemoryManager, agent: str, words: tuple[str, ...],
+                       yes: bool) -> list[str] | None:
+    """The ids of the memories ``memories(words)`` lists, once shown and confirmed; None
+    when there are none or the answer is no (then the command has said so)."""
+    listed = mem.memories(list(words), limit=None)
+    shown = " ".join(words)
+    if not listed:
+        click.echo(f"agent {agent!r}: no memory matches {shown!r}; nothing forgotten", err=True)
+        return None
+    for m in listed:
+        click.echo(f"{m['id']}\t{_when(m)}\t{_printable(_one_line(m['content']))}")
+    count = len(listed)
+    if not yes:
+        if not (sys.stdin is not None and sys.stdin.isatty()):
+            raise click.UsageError(
+                f"{count} memor{'y matches' if count == 1 else 'ies match'} {shown!r}: pass "
+                "--yes to forget them without a terminal to confirm on")
+        if not click.confirm(f"Forget these {count} memor{'y' if count == 1 else 'ies'}?",
+                             default=False, err=True):
+            raise _CliError("nothing forgotten (not confirmed)")
+    return [str(m["id"]) for m in listed]
+
+
+@cli.command(short_help="Pin memories: never shortened, forgotten or evicted.")
+@click.argument("agent")
+@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@_data_dir_option
+def pin(agent: str, ids: tuple[str, ...], data_dir: Where) -> None:
+    """Pin the memories with these ids (from `memory-rdf memories`, as `forget` takes them):
+    compression never shortens or forgets them, the fixed pool never evicts them, and every
+    recall starts from them. `forget` still removes them. Unknown ids and ids already pinned
+    are ignored. Writes: fails (exit 1) while another process holds the agent.
+
+    \b
+    Example:
+      memory-rdf pin demo $(memory-rdf memories demo 咖啡 | cut -f1)
+    """
+    _set_pinned(agent, ids, True, data_dir)
+
+
+@cli.command(short_help="Unpin memories: they fade again like any other.")
+@click.argument("agent")
+@click.argument("ids", nargs=-1, required=True, metavar="ID...")
+@_data_dir_option
+def unpin(agent: str, ids: tuple[str, ...], data_dir: Where) -> None:
+    """Unpin the memories with these ids: from now on they decay, are shortened and
+    forgotten like any other. Ids that are unknown or not pinned are ignored. Writes: fails
+    (exit 1) while another process holds the agent.
+
+    \b
+    Example:
+      memory-rdf unpin demo $(memory-rdf memories demo 咖啡 | cut -f1)
+    """
+    _set_pinned(agent, ids, False, data_dir)
+
+
+def _set_pinned(agent: str, ids: tuple[str, ...], pinned: bool, data_dir: Where) -> None:
+    _existing_agent(agent, data_dir)
+    with _open_manager(agent, data_dir, Config(auto_compress=False), _model()) as mem:
+        try:
+            count = mem.pin(list(ids)) if pinned else mem.unpin(list(ids))
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise click.UsageError(str(exc)) from None
+    verb = "pinned" if pinned else "unpinned"
+    skipped = len({_id_key(i) for i in ids}) - count
+    why = "already pinned" if pinned else "not pinned"
+    note = f" ({skipped} id(s) unknown or {why}, ignored)" if skipped > 0 else ""
+    click.echo(f"agent {agent!r}: {verb} {count} memor{'y' if count == 1 else 'ies'}{note}")
 
 
 def _id_key(given: str) -> str:
@@ -1168,7 +1260,7 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
     """Serve the agents' memory over the Model Context Protocol (needs the mcp extra:
     pip install "memory-rdf[mcp]", or ".[mcp]" in a clone).
 
-    Tools: remember, recall, memories, forget, stats, sparql, each with an optional agent_id
+    Tools: remember, recall, memories, forget, pin, stats, sparql, each with an optional agent_id
     argument (default --agent). One process serves every agent in DATA_DIR, unless --agents
     (or MEMORY_RDF_AGENTS) lists the only ones a client may name. An agent, the default one
     too, is opened (or created) when a call first uses it; one held by another process
