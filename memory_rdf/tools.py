@@ -10,7 +10,7 @@ server, :mod:`memory_rdf.mcp_server`) serves the same tools.
 >>> from memory_rdf import MemoryManager
 >>> from memory_rdf.tools import anthropic_tools, call_tool
 >>> [tool["name"] for tool in anthropic_tools()]
-['remember', 'recall', 'memories', 'forget', 'stats', 'sparql']
+['remember', 'recall', 'memories', 'forget', 'pin', 'stats', 'sparql']
 >>> with MemoryManager("bot", data_dir=tempfile.mkdtemp()) as mem:
 ...     print(call_tool(mem, "remember",
 ...                     {"messages": [{"role": "user", "content": "My cat is called Miso"}]}))
@@ -183,6 +183,15 @@ def _forget(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> 
     return _json({"forgotten": count, "purge": bool(purge)})
 
 
+def _pin(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
+    unpin = args.get("unpin", False)
+    if not isinstance(unpin, bool):
+        raise InvalidTypeError(f"unpin must be a bool, got {type(unpin).__name__}")
+    if unpin:
+        return _json({"unpinned": mem.unpin(args["ids"], timeout=timeout)})
+    return _json({"pinned": mem.pin(args["ids"], timeout=timeout)})
+
+
 def _stats(mem: MemoryManager, args: dict[str, Any], timeout: float | None) -> str:
     return _json(mem.stats())
 
@@ -316,7 +325,7 @@ _TOOLS: tuple[_Tool, ...] = (
         description=(
             "List stored memories, newest first, as JSON: each has id, content, phrase "
             "(short summary), keywords, created_at, said_at (when it was said, or null), "
-            "scan_count, original_length, importance and in_focus. Use it to see what is "
+            "scan_count, original_length, importance, in_focus and pinned. Use it to see what is "
             "remembered about something, to cite or page through memories, or to find the ids "
             "to pass to forget. Filters: keywords (a memory matches when one occurs in its "
             "text or keywords, case-insensitive), since/until; page with limit and offset."
@@ -343,8 +352,9 @@ _TOOLS: tuple[_Tool, ...] = (
             "Forget memories on request (e.g. the user asks you to forget something): pass "
             "their ids, found with the memories tool. A forgotten memory is gone from recall, "
             "memories and sparql; memories linked to it only keep the knowledge that something "
-            "was forgotten. purge=true also erases its text from the disk (slower; for "
-            "privacy requests). Returns JSON with how many were forgotten; unknown ids are "
+            "was forgotten. purge=true leaves no trace: the links to it go too, and its text "
+            "is erased from the disk (slower; for privacy requests). Pinned memories are "
+            "forgotten too. Returns JSON with how many were forgotten; unknown ids are "
             "ignored. This cannot be undone."
         ),
         properties={
@@ -352,13 +362,34 @@ _TOOLS: tuple[_Tool, ...] = (
                     "description": "The ids of the memories to forget (the id field of "
                                    "the memories tool's results)."},
             "purge": {"type": "boolean",
-                      "description": "Also erase the text from every file on disk (default "
-                                     "false)."},
+                      "description": "Leave no trace: also remove the links to them and erase "
+                                     "the text from every file on disk (default false)."},
         },
         required=("ids",),
         run=_forget,
         read_only=False,
         destructive=True,
+    ),
+    _Tool(
+        name="pin",
+        description=(
+            "Pin memories that must never fade (e.g. the user's name, or when the user asks "
+            "you to always remember something): pass their ids, found with the memories tool. "
+            "A pinned memory is never shortened, forgotten or evicted, and every recall "
+            "considers it. unpin=true lets them fade again like any other memory. Returns "
+            "JSON with how many changed; unknown ids (and ids already in that state) are "
+            "ignored. forget still removes a pinned memory."
+        ),
+        properties={
+            "ids": {**_STRING_LIST, "minItems": 1,
+                    "description": "The ids of the memories to pin (the id field of the "
+                                   "memories tool's results)."},
+            "unpin": {"type": "boolean",
+                      "description": "Unpin them instead (default false)."},
+        },
+        required=("ids",),
+        run=_pin,
+        read_only=False,
     ),
     _Tool(
         name="stats",

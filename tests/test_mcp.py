@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 CHECKOUT = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                         os.environ.get("PYTHONPATH")]))}
 TOKEN = "test-token-0123456789"
-NAMES = {"remember", "recall", "memories", "forget", "stats", "sparql"}
+NAMES = {"remember", "recall", "memories", "forget", "pin", "stats", "sparql"}
 MESSAGES = [{"role": "user", "content": "我们决定用 PostgreSQL 存订单数据"},
             {"role": "assistant", "content": "好的，JWT 登录由张伟负责"}]
 
@@ -78,6 +78,19 @@ async def _exercise(client: Client) -> None:
     stats = json.loads(_text(await client.call_tool("stats", {})))
     assert rows == {"agent_id": "default", "result": [{"nodes": stats["nodes"]}]}
     assert stats["nodes"] >= 1 and stats["agent_id"] == "default"
+
+    # Pin (SPEC §9 v3): a write, not destructive; memories says it; unpin undoes it.
+    assert tools["pin"].annotations.read_only_hint is False
+    assert tools["pin"].annotations.destructive_hint is False
+    kept = json.loads(_text(await client.call_tool("memories", {"keywords": ["PostgreSQL"]})))[0]
+    pinned = await client.call_tool("pin", {"ids": [kept["id"]]})
+    assert json.loads(_text(pinned)) == {"pinned": 1}
+    listed = json.loads(_text(await client.call_tool("memories", {"keywords": ["PostgreSQL"]})))
+    assert [m["pinned"] for m in listed] == [m["id"] == kept["id"] for m in listed]
+    bad_pin = await client.call_tool("pin", {"ids": kept["id"]})
+    assert bad_pin.is_error and "ids" in _text(bad_pin)
+    unpinned = await client.call_tool("pin", {"ids": [kept["id"]], "unpin": True})
+    assert json.loads(_text(unpinned)) == {"unpinned": 1}
 
     # Forget on request: list, forget by id, gone from recall; the server keeps serving.
     assert tools["forget"].annotations.destructive_hint is True

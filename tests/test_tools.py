@@ -29,7 +29,7 @@ from memory_rdf.tools import NOTHING_RECALLED, anthropic_tools, call_tool, opena
 from helpers import FAST, ScriptedModel
 from servers import Server
 
-NAMES = ["remember", "recall", "memories", "forget", "stats", "sparql"]
+NAMES = ["remember", "recall", "memories", "forget", "pin", "stats", "sparql"]
 # Both APIs: ^[a-zA-Z0-9_-]{1,64}$ for a function/tool name.
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -89,12 +89,14 @@ def test_schemas_accept_what_call_tool_accepts_and_refuse_the_rest() -> None:
                    "limit": 5, "max_chars": 500, "since": "2026-11-01T00:00:00Z"},
         "memories": {"keywords": ["JWT"], "since": "2026-11-01", "limit": 10, "offset": 0},
         "forget": {"ids": ["0123abcd"], "purge": True},
+        "pin": {"ids": ["0123abcd"], "unpin": True},
         "stats": {},
         "sparql": {"query": "ASK { ?s ?p ?o }"},
     }
     bad = {
         "memories": {"limit": 0},
         "forget": {"ids": []},
+        "pin": {"ids": ["0123abcd"], "unpin": "yes"},
         "remember": {"messages": [{"role": "robot", "content": "hi"}]},
         "recall": {"keywords": "JWT"},
         "stats": {"verbose": True},
@@ -409,3 +411,29 @@ def test_memories_and_forget_on_request(mem: MemoryManager) -> None:
     with pytest.raises((InvalidInputError, InvalidTypeError)):
         call_tool(mem, "memories", {"since": "last tuesday"})
     assert len(mem.memories()) == 1
+
+
+def test_pin_and_unpin_through_call_tool(mem: MemoryManager) -> None:
+    """SPEC §9 v3: the tools gain ``pin`` (one tool; ``unpin: true`` undoes it)."""
+    call_tool(mem, "remember", {"messages": [
+        {"role": "user", "content": "My name is Priya"},
+        {"role": "user", "content": "Favourite drink: green tea"}]})
+    (name,) = json.loads(call_tool(mem, "memories", {"keywords": ["Priya"]}))
+    assert name["pinned"] is False
+    assert json.loads(call_tool(mem, "pin", {"ids": [name["id"], "feedbeef" * 4]})) == {
+        "pinned": 1}
+    assert json.loads(call_tool(mem, "pin", json.dumps({"ids": [name["id"]]}))) == {"pinned": 0}
+    assert json.loads(call_tool(mem, "memories", {"keywords": ["Priya"]}))[0]["pinned"] is True
+    assert json.loads(call_tool(mem, "stats", {}))["pinned"] == 1
+    with pytest.raises(InvalidTypeError, match="ids"):
+        call_tool(mem, "pin", {"ids": name["id"]})  # a bare str
+    with pytest.raises(InvalidInputError, match="is not a memory id"):
+        call_tool(mem, "pin", {"ids": ["feedbeef"]})
+    with pytest.raises(InvalidTypeError, match="unpin"):
+        call_tool(mem, "pin", {"ids": [name["id"]], "unpin": "yes"})
+    with pytest.raises(InvalidInputError, match="needs the argument ids"):
+        call_tool(mem, "pin", {"unpin": True})
+    assert json.loads(call_tool(mem, "stats", {}))["pinned"] == 1  # bad calls changed nothing
+    assert json.loads(call_tool(mem, "pin", {"ids": [name["id"]], "unpin": True})) == {
+        "unpinned": 1}
+    assert json.loads(call_tool(mem, "memories", {"keywords": ["Priya"]}))[0]["pinned"] is False
