@@ -105,7 +105,7 @@ class NodeStore:
         return out
 
     def pinned(self) -> list[str]:
-        """The pinned nodes' ids, newest first (SPEC §5.6 v3)."""
+        """The pinned nodes' ids, in id order (SPEC §5.6 v3)."""
         return [node_id(iri) for iri in self._store.column(render("pinned_nodes"))]
 
     def set_pinned(self, batch: WriteBatch, ids: Sequence[str], pinned: bool) -> None:

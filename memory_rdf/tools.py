@@ -396,7 +396,8 @@ _TOOLS: tuple[_Tool, ...] = (
         description=(
             "Report the state of the memory as JSON: nodes (memories), links, dangling_links "
             "(links to memories that were forgotten), focus (ids of the memories in focus, "
-            "newest first), pending_tasks, failed_tasks and model-call counters."
+            "newest first), pinned (how many memories are pinned), pending_tasks, "
+            "failed_tasks and model-call counters."
         ),
         properties={},
         required=(),

@@ -90,7 +90,8 @@ def test_forget_and_purge(tmp_path: Path, data: Path) -> None:
     assert not any(b"Wallaby" in p.read_bytes() for p in data.rglob("*") if p.is_file())
     query = cli(tmp_path, "sparql", "bot", "ASK { ?n memory:link ?gone . "
                 "FILTER NOT EXISTS { ?gone a memory:Node } }", "--format", "json", data_dir=data)
-    assert json.loads(query.stdout)["boolean"] is True  # the link into it stays, dangling
+    # --purge leaves no trace (SPEC §5.6 v3): the link from PostgreSQL into it went too
+    assert json.loads(query.stdout)["boolean"] is False
     bad = cli(tmp_path, "forget", "bot", "not an id!", data_dir=data)
     assert_one_line_error(bad, 2)
     ghost = cli(tmp_path, "forget", "ghost", "0" * 32, data_dir=data)
