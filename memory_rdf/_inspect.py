@@ -223,7 +223,8 @@ def importance_summary(
 def inspect_stats(store: MemoryStore) -> dict[str, Any]:
     """The keys of :meth:`MemoryManager.stats` that a store alone can tell, plus a few more.
 
-    ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids, newest first), ``pending_tasks``
+    ``nodes``, ``links``, ``dangling_links``, ``focus`` (ids, newest first), ``pinned``
+    (how many, SPEC §5.6 v3), ``pending_tasks``
     (remembers journalled but not yet processed), ``failed_tasks``; and ``agent_id``,
     ``focus_phrases`` (newest first), ``importance`` (:func:`importance_summary`),
     ``store_path``, ``store_bytes`` (bytes on disk). Model-call counters live in the running
@@ -243,6 +244,7 @@ def inspect_stats(store: MemoryStore) -> dict[str, Any]:
         "dangling_links": dangling,
         "focus": focus,
         "focus_phrases": [texts[nid][1] for nid in focus if nid in texts],
+        "pinned": len(nodes.pinned()),
         "pending_tasks": journal.count("pending"),
         "failed_tasks": journal.count("failed"),
         "importance": importance_summary(store),

@@ -76,6 +76,8 @@ def test_pin_and_unpin(tmp_path: Path, data: Path) -> None:
                              "pinned, ignored)\n")
     assert [m["pinned"] for m in listed(tmp_path, data, "Leeds")] == [False, True]
     assert ask(tmp_path, data, f"ASK {{ node:{tom} memory:pinned true }}")
+    stats = cli(tmp_path, "stats", "bot", "--json", data_dir=data)
+    assert json.loads(stats.stdout)["pinned"] == 1
     plain = cli(tmp_path, "memories", "bot", "Tom", data_dir=data)
     (line,) = plain.stdout.splitlines()
     assert line.startswith(tom) and "^\t" in line  # marked pinned

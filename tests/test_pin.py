@@ -253,3 +253,20 @@ def test_a_pin_survives_export_and_restore(tmp_path: Path) -> None:
         _slices(mem, 40)
         assert _by_content(mem)[NAME]["scan_count"] == 0
         assert "Priya" in mem.recall(["Priya"], entry="focus", depth=0)
+
+
+@pytest.mark.parametrize("pinned", [True, False])
+def test_a_pinned_memory_without_any_link_is_kept(make_manager, pinned: bool) -> None:
+    """Importance 0 forgets a node at its next scan (SPEC §5.2 step 3), unless it is pinned."""
+    mem = make_manager(config=FAST.replace(focus_limit=1))
+    remember(mem, "the first thing said")
+    remember(mem, "the second thing said")
+    ids = _ids(mem)
+    first = ids["the first thing said"]
+    assert mem.forget([ids["the second thing said"]], purge=True) == 1  # its links in go too
+    assert mem.memories()[0]["importance"] == 0.0 and mem.stats()["focus"] == []
+    if pinned:
+        assert mem.pin([first]) == 1
+    report = mem.run_compression_slice(timeout=60)
+    assert report["scanned"] == int(not pinned) and report["forgotten"] == int(not pinned)
+    assert [m["id"] for m in mem.memories()] == ([first] if pinned else [])
