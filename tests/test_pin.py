@@ -270,3 +270,16 @@ def test_a_pinned_memory_without_any_link_is_kept(make_manager, pinned: bool) ->
     report = mem.run_compression_slice(timeout=60)
     assert report["scanned"] == int(not pinned) and report["forgotten"] == int(not pinned)
     assert [m["id"] for m in mem.memories()] == ([first] if pinned else [])
+
+
+def test_pin_timeouts_are_checked_before_anything_is_queued(mem: MemoryManager) -> None:
+    remember(mem, "my locker code is 4711")
+    (node,) = mem.memories()
+    for call in (mem.pin, mem.unpin):
+        for bad in (1e300, float("inf"), -1):
+            with pytest.raises(ValueError, match="timeout"):
+                call([node["id"]], timeout=bad)
+        with pytest.raises(TypeError, match="timeout"):
+            call([node["id"]], timeout="5")  # type: ignore[arg-type]
+    assert mem.stats()["pinned"] == 0 and mem.stats()["pending_tasks"] == 0
+    assert mem.pin([node["id"]], timeout=30) == 1
