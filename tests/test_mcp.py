@@ -82,15 +82,17 @@ async def _exercise(client: Client) -> None:
     # Pin (SPEC §9 v3): a write, not destructive; memories says it; unpin undoes it.
     assert tools["pin"].annotations.read_only_hint is False
     assert tools["pin"].annotations.destructive_hint is False
-    kept = json.loads(_text(await client.call_tool("memories", {"keywords": ["PostgreSQL"]})))[0]
+    kept = json.loads(_text(await client.call_tool(
+        "memories", {"keywords": ["PostgreSQL"]})))["memories"][0]
     pinned = await client.call_tool("pin", {"ids": [kept["id"]]})
-    assert json.loads(_text(pinned)) == {"pinned": 1}
-    listed = json.loads(_text(await client.call_tool("memories", {"keywords": ["PostgreSQL"]})))
+    assert json.loads(_text(pinned)) == {"agent_id": "default", "pinned": 1}
+    listed = json.loads(_text(await client.call_tool(
+        "memories", {"keywords": ["PostgreSQL"]})))["memories"]
     assert [m["pinned"] for m in listed] == [m["id"] == kept["id"] for m in listed]
     bad_pin = await client.call_tool("pin", {"ids": kept["id"]})
     assert bad_pin.is_error and "ids" in _text(bad_pin)
     unpinned = await client.call_tool("pin", {"ids": [kept["id"]], "unpin": True})
-    assert json.loads(_text(unpinned)) == {"unpinned": 1}
+    assert json.loads(_text(unpinned)) == {"agent_id": "default", "unpinned": 1}
 
     # Forget on request: list, forget by id, gone from recall; the server keeps serving.
     assert tools["forget"].annotations.destructive_hint is True
