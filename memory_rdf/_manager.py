@@ -34,6 +34,7 @@ from memory_rdf._exceptions import (
     InvalidTypeError,
     MemoryClosedError,
     MemoryRDFError,
+    StoreError,
     StoreLockedError,
 )
 from memory_rdf._focus import FocusManager
@@ -48,7 +49,14 @@ from memory_rdf._remember import Rememberer, SegmentationFailed
 from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
 from memory_rdf._search import Searcher, Seed
-from memory_rdf._store import AgentStore, MemoryStore, WriteBatch, node_ref, triple
+from memory_rdf._store import (
+    AgentStore,
+    MemoryStore,
+    WriteBatch,
+    disk_refused,
+    node_ref,
+    triple,
+)
 from memory_rdf._types import (
     SmallModel,
     coerce_messages,
@@ -564,6 +572,19 @@ class MemoryManager:
                 log.warning(
                     "memory_rdf: agent %r: a remember could not be stored (%s); it stays "
                     "journalled and queued, trying again in %.1f s", self.agent_id, exc, delay)
+                yield Backoff(delay)
+            except StoreError as exc:
+                # The disk refused the write (full): the remember keeps its place and is
+                # tried until there is room again, counted in stats()["pending_tasks"] and
+                # keeping wait_idle() False meanwhile (issue 33 F6).
+                if self.closed or not disk_refused(exc):
+                    raise
+                outages += 1
+                delay = max(backoff_delay(self.config, outages), 0.1)
+                log.warning(
+                    "memory_rdf: agent %r: a remember could not be written to disk (%s); it "
+                    "stays journalled and queued, trying again in %.1f s",
+                    self.agent_id, exc, delay)
                 yield Backoff(delay)
 
     # -- recall --------------------------------------------------------------------------------

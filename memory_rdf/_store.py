@@ -551,6 +551,25 @@ def is_lock_error(exc: BaseException) -> bool:
     return "lock hold by" in said or "lock file" in said or "/lock:" in said
 
 
+def disk_refused(exc: BaseException) -> bool:
+    """A write the embedded store's disk refused with an I/O error (RocksDB's "IO error: No
+    space left on device"): a :class:`StoreError` from an ``OSError`` that is not a lock.
+    Such a write is tried again later, not failed (issue 33 F6)."""
+    cause = exc.__cause__
+    return (isinstance(exc, StoreError) and not isinstance(exc, StoreLockedError)
+            and isinstance(cause, OSError) and not is_lock_error(cause))
+
+
+def _room_to_reopen(path: Path) -> bool:
+    """Free space at ``path`` for RocksDB to open the store again: twice its write-ahead logs
+    (replayed into a table file at the open) and 4 MiB for the manifest and new logs."""
+    try:
+        logs = sum(f.stat().st_size for f in path.glob("*.log"))
+        return shutil.disk_usage(path).free >= 2 * logs + 4 * 2**20
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def _storage_errors(what: str, *, user_query: str | None = None) -> Iterator[None]:
     """The error boundary around every pyoxigraph call: RocksDB and engine errors become
@@ -1769,6 +1788,9 @@ class AgentStore(MemoryStore):
         self._parked = False
         self._closing = False  # close() began: never parked nor opened again
         self._park_lock = threading.Lock()  # a park, an unpark and close(), one at a time
+        #: RocksDB refused a write with an I/O error (a full disk): the handle is opened
+        #: again before the next write (:meth:`_reopen_after_refusal`).
+        self._write_refused = False
         self.last_use = time.monotonic()  # of the disk store: what parking goes by
         what = f"cannot open the memory store {path}"
         with _storage_errors(what):
@@ -1879,12 +1901,14 @@ class AgentStore(MemoryStore):
                 and (mirror.ended if mirror is not None
                      else self._mirror_wanted is False))
 
-    def park(self) -> bool:
+    def park(self, *, flush: bool = True) -> bool:
         """Close RocksDB's files while no call uses the store (``_OpenStores``): the read
         mirror is dropped, the agent's lock stays held (no one else opens the agent), and the
         next use opens the store again (~50 ms for a small agent) and builds the mirror anew.
         Returns False, changing nothing, when the store is in use (a call holding it, a
-        commit, a flush or compaction running, the mirror being built)."""
+        commit, a flush or compaction running, the mirror being built). ``flush`` False: the
+        memtables are not flushed first (the write-ahead log holds them; a full disk would
+        refuse the flush)."""
         if not self.parkable or not self._write_lock.acquire(blocking=False):
             return False
         # Without waiting for the park lock either: an unpark holds it while it waits for
@@ -1898,8 +1922,9 @@ class AgentStore(MemoryStore):
                     return False
                 self._stop_mirror()
                 try:
-                    with self._upkeep, _storage_errors(f"cannot flush {self.path}"):
-                        self.store.flush()
+                    if flush:
+                        with self._upkeep, _storage_errors(f"cannot flush {self.path}"):
+                            self.store.flush()
                 except StoreError:
                     self._start_mirror()
                     return False
@@ -2183,6 +2208,8 @@ class AgentStore(MemoryStore):
         if not batch:
             return
         text = batch.text()
+        if self._write_refused:
+            self._reopen_after_refusal()
         with interrupts_held() as held:
             # The wait for the write lock (a purge's rewrite holds it for minutes on a large
             # store) stays open to Ctrl-C: it raises there, before anything is written.
@@ -2197,6 +2224,23 @@ class AgentStore(MemoryStore):
             finally:
                 self._write_lock.release()
             batch.run_after_commit()
+
+    def _reopen_after_refusal(self) -> None:
+        """RocksDB keeps the I/O error a write met (a full disk) and refuses every later
+        write on that handle, even once the disk has room again (Oxigraph has no
+        ``DB::Resume``): the handle is closed, without a flush (the write-ahead log holds
+        every write that landed), and the write opens the store again (issue 33 F6). Only
+        once the disk has room for the open (which replays the log into a new table file):
+        opened on a full disk, the store could not be read either. Until then, or while
+        another call holds the store, the write is refused again, and a remember tries again
+        after a backoff (``MemoryManager``)."""
+        if self.path is not None and _room_to_reopen(self.path) and self.park(flush=False):
+            self._write_refused = False
+
+    def _refused(self, exc: StoreError) -> None:
+        """Note a write the disk store refused with an I/O error (see above)."""
+        if self.path is not None and disk_refused(exc):
+            self._write_refused = True
 
     def _write(self, text: str, batch: WriteBatch) -> None:
         """The update applied to both stores (the write lock is held: a purge's swap, which
@@ -2220,7 +2264,8 @@ class AgentStore(MemoryStore):
                 self.store.update(text, prefixes=V.PREFIXES)
             if mirror is not None:  # disk first: the disk store is the truth
                 mirror.apply(text, batch)
-        except StoreError:
+        except StoreError as exc:
+            self._refused(exc)
             raise
         except BaseException:
             if mirror is not None and self._mirror is mirror:
@@ -2249,7 +2294,8 @@ class AgentStore(MemoryStore):
                 failed = answer.get()
                 if failed is not None:
                     raise failed
-        except StoreError:
+        except StoreError as exc:
+            self._refused(exc)
             current = self._mirror
             if current is not None and current.store is not None:
                 current.rebuild("a write that failed on the disk store")
