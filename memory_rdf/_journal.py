@@ -91,15 +91,25 @@ class Journal:
         batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
         self._store.commit(batch)
 
-    def cut_texts(self, batch: WriteBatch, texts: Sequence[str]) -> int:
-        """Add to ``batch``: every failed task's text with each of ``texts`` cut out (a
-        message left empty is dropped, and a task left with no message) — forget(purge=True)
-        leaves none of a forgotten text in the journal (SPEC §5.6). Pending tasks are not
-        touched: forget runs after every remember accepted before it, so a pending one was
-        accepted after the forget and remembers its text anew. Returns how many changed."""
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the newest task journalled so far."""
+        return self._seq
+
+    def cut_texts(self, batch: WriteBatch, texts: Sequence[str],
+                  accepted_by: int | None = None) -> int:
+        """Add to ``batch``: every failed task's text, and every pending one's accepted up to
+        sequence number ``accepted_by`` (None: none), with each of ``texts`` cut out, and
+        each message of theirs (a node's content is one or more "role: message" lines, and
+        the same message may sit in a task of other wording) — a message left empty is
+        dropped, and a task left with no message: forget(purge=True) leaves none of a
+        forgotten text in the journal (SPEC §5.6, issue 33 F9). A pending task accepted
+        after the forget is a remember of its text anew. Returns how many changed."""
         changed = 0
-        needles = [t for t in texts if t]
-        for task in self.tasks("failed"):
+        needles = _needles(texts)
+        for task in self.tasks():
+            if task.status == "pending" and (accepted_by is None or task.seq > accepted_by):
+                continue
             text = task.text
             for needle in needles:
                 text = text.replace(needle, "")
@@ -124,6 +134,20 @@ class Journal:
 
     def count(self, status: str) -> int:
         return int(self._store.scalar(self._store.render("journal_count", status=lit(status)), 0))
+
+
+def _needles(texts: Sequence[str]) -> list[str]:
+    """What a purge cuts out of journalled tasks: each text, and each of its lines without
+    its "role: " (the message as a task of other wording holds it), longest first."""
+    found: set[str] = set()
+    for text in texts:
+        if text.strip():
+            found.add(text)
+        for line in text.split("\n"):
+            for piece in (line, line.partition(": ")[2]):
+                if piece.strip():
+                    found.add(piece.strip())
+    return sorted(found, key=len, reverse=True)
 
 
 def refuse_foreign(store: MemoryStore, metadata: list[Row] | None = None) -> None:

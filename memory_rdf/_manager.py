@@ -969,8 +969,10 @@ class MemoryManager:
         timeout = check_timeout(timeout, zero=True)
         self._check_open()
 
+        accepted_by = self._journal.last_seq  # remembers accepted before this forget
+
         def start() -> Generator[Backoff, None, int]:
-            return self._forget_now(wanted, purge)
+            return self._forget_now(wanted, purge, accepted_by)
             yield  # pragma: no cover  (makes this a generator)
 
         future: Future[int] = Future()
@@ -979,7 +981,7 @@ class MemoryManager:
         )
         return self._result(future, timeout, "forget")
 
-    def _forget_now(self, ids: list[str], purge: bool) -> int:
+    def _forget_now(self, ids: list[str], purge: bool, accepted_by: int | None = None) -> int:
         store = self._check_open()
         found = self._nodes.existing(ids)
         if found:
@@ -989,7 +991,7 @@ class MemoryManager:
                 batch.delete([triple(V.FOCUS, V.MEMBER, node_ref(nid))])
             if purge:
                 self._links.cut_incoming(batch, list(found))  # no trace (SPEC §5.6 v3)
-                self._journal.cut_texts(batch, list(found.values()))
+                self._journal.cut_texts(batch, list(found.values()), accepted_by)
             batch.after_commit(self._compressor.recount)
             store.commit(batch)
         if purge:

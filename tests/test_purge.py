@@ -112,6 +112,50 @@ def test_purge_drops_a_journalled_task_left_blank(make_manager, data_dir: Path) 
     assert files_holding(data_dir, "Wallaby") == []
 
 
+def test_purge_cuts_the_text_out_of_a_failed_task_of_other_wording(
+    make_manager, data_dir: Path
+) -> None:
+    """The built-in model keeps the speaker in the content ("user: …"): the failed task holds
+    the same message within other words, not the content itself (issue 33 F9)."""
+    with make_manager(model=None) as mem:
+        remember(mem, SECRET)
+        (secret_id,) = _ids(mem).values()
+    assert secret_id  # content "user: <SECRET>"
+    failing = ScriptedModel(fail={"segment": -1})
+    mem = make_manager(model=failing)
+    mem.remember(say(f"FAILME also {SECRET}"))
+    assert mem.wait_idle(30)
+    assert mem.stats()["failed_tasks"] == 1
+    assert mem.forget([secret_id], purge=True) == 1
+    (task,) = mem.failed_tasks()
+    assert "Wallaby" not in task["text"] and "FAILME also" in task["text"]
+    assert files_holding(data_dir, "Wallaby") == []
+    mem.close()
+    assert files_holding(data_dir, "Wallaby") == []
+
+
+def test_purge_keeps_a_remember_accepted_after_it(make_manager) -> None:
+    """A remember accepted after the forget was queued remembers its text anew: the purge
+    leaves it whole (SPEC §5.6)."""
+    model = ScriptedModel()
+    mem = make_manager(model=model)
+    remember(mem, SECRET)
+    secret_id = _ids(mem)[SECRET]
+    model.delay = 0.5
+    mem.remember(say("a slow remember the forget waits behind"))
+    done: list[int] = []
+    forgetting = threading.Thread(target=lambda: done.append(
+        mem.forget([secret_id], purge=True)))
+    forgetting.start()
+    forgetting.join(0.2)  # queued: the remember below is journalled before the forget runs
+    mem.remember(say(SECRET))
+    forgetting.join(60)
+    assert done == [1]
+    model.delay = 0.0
+    assert mem.wait_idle(30)
+    assert SECRET in _ids(mem)
+
+
 def _copy_of(store_dir: Path, name: str) -> Path:
     target = store_dir.with_name(store_dir.name + name)
     shutil.copytree(store_dir, target)
