@@ -56,6 +56,7 @@ from memory_rdf._exceptions import (
     StoreError,
     StoreLockedError,
 )
+from memory_rdf._integrity import first_problem
 from memory_rdf._interrupts import interrupts_held
 from memory_rdf._query_guard import check_user_query, undeclared_prefix
 from memory_rdf._resources import query_text, update_text
@@ -2634,14 +2635,17 @@ RestoreProgress = Callable[[int, int], None]
 
 
 def restore_backup(path: Path, source: Path, fmt: str, agent_id: str,
-                   progress: RestoreProgress | None = None) -> None:
+                   progress: RestoreProgress | None = None, *,
+                   max_chars: int = 100_000) -> None:
     """Make the agent directory ``path`` from the backup ``source`` (``fmt``: ``nquads`` or
     ``trig``), checked to be one agent's store of this schema version, its metadata taking
     ``agent_id`` (:func:`memory_rdf.backup.restore`). Under the agent's writer lock from the
     first check to the rename: no other open or restore of the agent runs meanwhile. The
     store is built in a directory of its own (``{agent}~restore-…``, made for this call) and
     renamed into place once complete; an error removes it and leaves no agent behind.
-    ``progress`` is told how much of the file is loaded as the load goes."""
+    ``progress`` is told how much of the file is loaded as the load goes. A backup holding
+    anything this memory_rdf would not have written (:mod:`memory_rdf._integrity`; texts
+    longer than ``max_chars``) is refused before the agent exists."""
     lock = AgentLock(path, f"cannot restore agent {agent_id!r}")
     try:
         if (path / STORE_MARKER).is_file():
@@ -2657,7 +2661,7 @@ def restore_backup(path: Path, source: Path, fmt: str, agent_id: str,
             shutil.rmtree(leftover, ignore_errors=True)
         building = Path(tempfile.mkdtemp(prefix=f"{path.name}~restore-", dir=path.parent))
         try:
-            _load_backup(building, source, fmt, agent_id, progress)
+            _load_backup(building, source, fmt, agent_id, progress, max_chars)
             if path.is_dir():
                 path.rmdir()  # the empty directory checked above (Windows renames onto nothing)
             os.rename(building, path)
@@ -2669,7 +2673,7 @@ def restore_backup(path: Path, source: Path, fmt: str, agent_id: str,
 
 
 def _load_backup(building: Path, source: Path, fmt: str, agent_id: str,
-                 progress: RestoreProgress | None) -> None:
+                 progress: RestoreProgress | None, max_chars: int) -> None:
     """Load and check the backup in the fresh directory ``building``; the store is released
     (its RocksDB lock gone) when this returns, whether or not it raised."""
     store: ox.Store | None = None
@@ -2689,9 +2693,17 @@ def _load_backup(building: Path, source: Path, fmt: str, agent_id: str,
             raise InvalidInputError(
                 f"{source} is not a memory_rdf backup: not valid {fmt} ({exc})"
             ) from exc
+        except MemoryError as exc:
+            if "buffer maximal size" not in str(exc):
+                raise
+            # Oxigraph's parser holds one term in a buffer of 16 MiB at most (issue 33 F7)
+            raise InvalidInputError(
+                f"{source} holds what memory_rdf does not write, nothing was restored: a "
+                f"term longer than the parser's limit ({exc})"
+            ) from exc
         except OSError as exc:
             raise StoreError(f"cannot read the backup {source}: {exc}") from exc
-        _check_backup(store, source, agent_id)
+        _check_backup(store, source, agent_id, max_chars)
         store.flush()
     except BaseException as exc:
         # The traceback's frames hold the store: cleared, so the lock goes with it below and
@@ -2730,7 +2742,7 @@ class _ReadCounter(io.RawIOBase):
         return n
 
 
-def _check_backup(store: ox.Store, source: Path, agent_id: str) -> None:
+def _check_backup(store: ox.Store, source: Path, agent_id: str, max_chars: int) -> None:
     result = store.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
     assert isinstance(result, ox.QuerySolutions)
     graphs = {str(row["g"].value) for row in result}
@@ -2758,6 +2770,13 @@ def _check_backup(store: ox.Store, source: Path, agent_id: str) -> None:
             f"{source} holds a store of schema version {shown}; this memory_rdf "
             f"reads version {V.SCHEMA_VERSION}"
         )
+    try:
+        problem = first_problem(store, max_chars)
+    except (OSError, RuntimeError, ValueError) as exc:  # a store error while checking
+        raise StoreError(f"cannot check the backup {source}: {exc}") from exc
+    if problem is not None:
+        raise InvalidInputError(
+            f"{source} holds what memory_rdf does not write, nothing was restored: {problem}")
     agent = ox.NamedNode(V.MEMORY + "agentId")
     for quad in list(store.quads_for_pattern(subject, agent, None, meta)):
         store.remove(quad)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_rdf._agents import agent_path
+from memory_rdf._config import Config
 from memory_rdf._exceptions import InvalidInputError, StoreError
 from memory_rdf._remote import SparqlEndpoint
 from memory_rdf._store import restore_backup
@@ -53,7 +54,8 @@ def export(agent_id: str, data_dir: DataDir = None, *, format: str = "nquads") -
 
 def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = None, *,
             format: str | None = None,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+            progress: Callable[[int, int], None] | None = None,
+            max_remember_chars: int | None = None) -> dict[str, Any]:
     """Make the new agent ``agent_id`` in ``data_dir`` from the backup file ``source``
     (N-Quads or TriG, as :func:`export` writes; ``format`` None: from the suffix, ``.nq`` or
     ``.trig``). The backup may come from another agent id or another machine: the store's
@@ -65,6 +67,14 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
     agent's writer lock: an error leaves no agent behind, and no other process or thread opens
     or restores the agent meanwhile.
 
+    The backup is checked before the agent exists: anything this memory_rdf would not have
+    written is refused, named by one triple that shows it — what the SHACL shapes
+    (``ontology/shapes.ttl``) refuse, checked without pyshacl, and the library's own
+    invariants: numbers that parse and are in range, valid dateTimes, no blank nodes nor
+    IRIs of other vocabularies, focus members that are nodes, texts of at most
+    ``max_remember_chars`` characters (None: ``Config().max_remember_chars``), and journalled
+    remembers that ``remember()`` would have accepted.
+
     ``progress(loaded, size)``, if given, is called with the bytes of the file loaded so far
     and its size as the load goes (every MiB, from the calling thread), for a progress bar:
     ``memory-rdf import`` shows one on a terminal.
@@ -73,7 +83,8 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
         InvalidInputError: an invalid id, an agent that already has a store, a format that
             is not a whole store's (Turtle and N-Triples hold the memory graph only), or a
             file that is not a memory_rdf backup (it does not parse, has graphs an agent's
-            store does not have, or no memory_rdf metadata); or ``data_dir`` an endpoint
+            store does not have, no memory_rdf metadata, or data memory_rdf would not have
+            written); or ``data_dir`` an endpoint
             (load the N-Quads with the server's own tools there).
         SchemaVersionError: the backup is of a schema version this memory_rdf cannot read.
         StoreError: ``source`` cannot be read, or the store cannot be written.
@@ -88,7 +99,13 @@ def restore(agent_id: str, source: str | os.PathLike[str], data_dir: DataDir = N
     fmt = _format_of(Path(source), format)
     if not Path(source).is_file():
         raise StoreError(f"cannot read the backup {source}: no such file")
-    restore_backup(path, Path(source), fmt, agent_id, progress)
+    if max_remember_chars is None:
+        max_remember_chars = Config().max_remember_chars
+    elif (isinstance(max_remember_chars, bool) or not isinstance(max_remember_chars, int)
+          or max_remember_chars < 1):
+        raise InvalidInputError(
+            f"max_remember_chars must be an int >= 1, got {max_remember_chars!r}")
+    restore_backup(path, Path(source), fmt, agent_id, progress, max_chars=max_remember_chars)
     return stats(agent_id, data_dir)
 
 
