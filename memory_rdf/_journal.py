@@ -7,14 +7,26 @@ the journal (processed at the next ``initialize()``) or the whole memory in the 
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from memory_rdf import _vocab as V
-from memory_rdf._exceptions import SchemaVersionError
-from memory_rdf._store import MemoryStore, Row, Term, WriteBatch, iri_ref, lit, render, triple
+from memory_rdf._exceptions import SchemaVersionError, StoreError
+from memory_rdf._integrity import first_problem
+from memory_rdf._store import (
+    AgentStore,
+    MemoryStore,
+    Row,
+    Term,
+    WriteBatch,
+    iri_ref,
+    lit,
+    render,
+    triple,
+)
 
 
 @dataclass
@@ -33,10 +45,28 @@ def task_ref(task_id: str) -> Term:
     return iri_ref(V.TASK + task_id)
 
 
+def unreadable(store: MemoryStore, what: str) -> StoreError:
+    """The error for a store whose data this library cannot read (a value of the wrong type,
+    written by hand or by a backup from elsewhere), naming a triple that shows it when the
+    store is embedded (issue 33 F7)."""
+    problem = None
+    if isinstance(store, AgentStore):
+        with contextlib.suppress(Exception):
+            problem = first_problem(store.store, 2**62)  # any length: only the data's form
+    return StoreError(
+        f"the memory store {store.location} holds data memory_rdf cannot read: "
+        f"{problem or what}; it is left untouched (restore a backup of the agent, or "
+        "export it and correct the data)"
+    )
+
+
 class Journal:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
-        self._seq = int(store.scalar(store.render("journal_last_seq"), 0))
+        last = store.scalar(store.render("journal_last_seq"), 0)
+        if not isinstance(last, int) or isinstance(last, bool):
+            raise unreadable(store, f"a journalled task's memory:taskSeq {last!r}")
+        self._seq = last
 
     def add(self, text: str, said_at: datetime | None = None,
             task_id: str | None = None) -> JournalTask:
@@ -130,6 +160,13 @@ class Journal:
             JournalTask(t[len(V.TASK):], seq, text, st, att, err or "", at, said)
             for t, seq, text, st, att, err, at, said in rows
         ]
+        for task in out:
+            if not (isinstance(task.seq, int) and isinstance(task.text, str)
+                    and task.status in ("pending", "failed") and isinstance(task.attempts, int)
+                    and isinstance(task.error, str)
+                    and all(d is None or isinstance(d, datetime)
+                            for d in (task.accepted_at, task.said_at))):
+                raise unreadable(self._store, f"the journalled task <{V.TASK}{task.id}>")
         return [t for t in out if status is None or t.status == status]
 
     def count(self, status: str) -> int:
@@ -200,6 +237,9 @@ class Metadata:
                 store.commit(batch)
             return
         version, _agent, last, seq = rows[0]
+        if not isinstance(version, int) or not isinstance(seq or 0, int) or not (
+                last is None or isinstance(last, datetime)):
+            raise unreadable(store, f"the store's metadata ({version!r}, {last!r}, {seq!r})")
         self.node_sequence = int(seq or 0)
         if int(version) > V.SCHEMA_VERSION:
             raise SchemaVersionError(

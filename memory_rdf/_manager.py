@@ -38,6 +38,7 @@ from memory_rdf._exceptions import (
     StoreLockedError,
 )
 from memory_rdf._focus import FocusManager
+from memory_rdf._integrity import task_problem
 from memory_rdf._interrupts import interrupts_held
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import LinkStore
@@ -346,6 +347,14 @@ class MemoryManager:
             self._store = store
             self._initialized = True
             for task in self._journal.tasks("pending"):
+                # A journal written elsewhere (a backup, by hand) may hold what remember()
+                # refuses: kept as a failed task, never processed (issue 33 F8).
+                refused = task_problem(task.text, self.config.max_remember_chars)
+                if refused is not None:
+                    self._journal.mark_failed(task, f"refused: {refused}")
+                    log.warning("memory_rdf: agent %r: a journalled remember is one remember() "
+                                "refuses (%s): kept as a failed task", self.agent_id, refused)
+                    continue
                 self._submit_remember(task)
             return self
 
