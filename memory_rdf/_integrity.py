@@ -13,6 +13,7 @@ Every check is one query with ``LIMIT 1``: a healthy store answers each with not
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pyoxigraph as ox
@@ -43,8 +44,7 @@ _NODE_PROPS = (*_NODE_STRINGS, *_NODE_COUNTS, "createdAt", "saidAt", "focusOrder
 _LINK_PROPS = ("source", "target", "strength", "relation")
 _TASK_PROPS = ("taskSeq", "taskText", "taskStatus", "attempts", "acceptedAt", "lastError",
                "taskSaidAt")
-_META_PROPS = ("schemaVersion", "agentId", "createdAt", "lastCreatedAt", "nodeSequence",
-               "leaseHolder", "leaseExpires")
+_META_PROPS = ("schemaVersion", "agentId", "createdAt", "lastCreatedAt", "nodeSequence")
 
 
 def _in(local: tuple[str, ...]) -> str:
@@ -198,19 +198,67 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
     yield "a memory:nodeSequence that is not a non-negative integer", (
         f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:nodeSequence ?o }} "
         f"BIND(memory:nodeSequence AS ?p) FILTER({_count('?o')}) }}")
-    for local in ("createdAt", "lastCreatedAt", "leaseExpires"):
+    for local in ("createdAt", "lastCreatedAt"):
         yield f"a memory:{local} of the store that is not a dateTime with a time zone", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:{local} ?o }} "
             f"BIND(memory:{local} AS ?p) FILTER({_datetime('?o')}) }}")
-    for local in ("agentId", "leaseHolder"):
-        yield f"a memory:{local} that is not a short string", (
-            f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:{local} ?o }} "
-            f"BIND(memory:{local} AS ?p) FILTER({_string('?o', 1024)}) }}")
+    yield "a memory:agentId that is not a short string", (
+        f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:agentId ?o }} "
+        f"BIND(memory:agentId AS ?p) FILTER({_string('?o', 1024)}) }}")
     for local in _META_PROPS:
         yield f"the store with more than one memory:{local}", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:{local} ?x }} "
             f"BIND(memory:{local} AS ?p) BIND(\"(count)\" AS ?o) }} GROUP BY ?s ?p ?o "
             "HAVING(COUNT(?x) > 1)")
+
+
+class _Counts:
+    """Aggregate counts, which Oxigraph answers from its indexes ~50 times faster than the
+    checks that name a triple (10k nodes: 5 ms against 260 ms): a check whose counts show
+    nothing can be wrong is skipped."""
+
+    def __init__(self, store: ox.Store) -> None:
+        self._store = store
+
+    def __call__(self, where: str, distinct: bool = False) -> int:
+        what = "DISTINCT ?s" if distinct else "*"
+        result = self._store.query(_PREFIXES + f"SELECT (COUNT({what}) AS ?n) WHERE {{ {where} }}")
+        assert isinstance(result, ox.QuerySolutions)
+        (row,) = list(result)
+        value = row["n"]
+        assert isinstance(value, ox.Literal)
+        return int(value.value)
+
+    def subjects_typed(self, cls: str, props: tuple[str, ...]) -> bool:
+        """Every subject of ``props`` is of class ``cls``."""
+        union = " UNION ".join([f"{{ ?s a memory:{cls} }}"]
+                               + [f"{{ ?s memory:{p} ?o }}" for p in props])
+        return self(union, distinct=True) == self(f"?s a memory:{cls}")
+
+    def one_each(self, cls: str, prop: str) -> bool:
+        """Every ``cls`` has exactly one ``prop`` (its subjects being all of that class)."""
+        return self(f"?s memory:{prop} ?o") == self(f"?s memory:{prop} ?o", True) == \
+            self(f"?s a memory:{cls}")
+
+    def at_most_one(self, prop: str) -> bool:
+        return self(f"?s memory:{prop} ?o") == self(f"?s memory:{prop} ?o", True)
+
+
+def _gate(what: str, counts: _Counts) -> bool:
+    """True when the counts show the check ``what`` finds nothing (the checks of every
+    property's subject come first, so these may rely on them)."""
+    if what == "a node property on something that is not a node":
+        return counts.subjects_typed("Node", _NODE_PROPS)
+    if what == "a link property on something that is not a link":
+        return counts.subjects_typed("Link", _LINK_PROPS)
+    found = re.fullmatch(r"an? (node|link) (without exactly one|with more than one) memory:(\w+)",
+                         what)
+    if found is None:
+        return False
+    cls, kind, prop = found.groups()
+    if kind == "with more than one":
+        return counts.at_most_one(prop)
+    return counts.one_each(cls.capitalize(), prop)
 
 
 def _shown(term: object, limit: int = 120) -> str:
@@ -222,7 +270,10 @@ def first_problem(store: ox.Store, max_chars: int) -> str | None:
     """One line naming what is wrong with ``store`` and a triple that shows it, or None when
     it holds only what memory_rdf writes. ``max_chars``: the longest text a literal (content,
     task text, …) may hold (``Config.max_remember_chars``)."""
+    counts = _Counts(store)
     for what, query in _checks(max_chars):
+        if _gate(what, counts):
+            continue
         result = store.query(_PREFIXES + query + " LIMIT 1")
         assert isinstance(result, ox.QuerySolutions)
         for row in result:
