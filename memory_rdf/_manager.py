@@ -586,7 +586,7 @@ class MemoryManager:
                 # The disk refused the write (full): the remember keeps its place and is
                 # tried until there is room again, counted in stats()["pending_tasks"] and
                 # keeping wait_idle() False meanwhile (issue 33 F6).
-                if self.closed or not disk_refused(exc):
+                if self.closed or self.endpoint is not None or not disk_refused(exc):
                     raise
                 outages += 1
                 delay = max(backoff_delay(self.config, outages), 0.1)
