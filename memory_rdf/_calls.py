@@ -3,6 +3,12 @@
 A task that calls the model is a generator: instead of sleeping through a backoff it yields a
 :class:`Backoff`, and the scheduler serves other work (other agents, user calls) until the
 delay has passed. The backoff policy itself is tenacity's exponential wait.
+
+A call to a model that waits on a network (:func:`calls_off_thread`: the HTTP models) is not
+made by the task either: it yields an :class:`AwaitCall`, the scheduler runs the call in one
+of its model-call threads and serves other work until it returned (issue 33 F4); the task
+then reads the answer (or the exception) with :meth:`AwaitCall.result`. Calls of an
+in-process model (the built-in one) run in the task, where they cost no thread hand-off.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -44,7 +51,59 @@ class Backoff:
     delay: float
 
 
-TaskGen = Generator[Backoff, None, T]
+@dataclass(eq=False)
+class AwaitCall:
+    """Yielded by a task: run ``fn`` (a model call that waits on a network) off the scheduler
+    thread and resume me when it returned; then :meth:`result` is its value or raises its
+    exception. The scheduler sets ``future``."""
+
+    fn: Callable[[], Any]
+    future: Future[Any] | None = None
+
+    def result(self) -> Any:
+        if self.future is None or not self.future.done():
+            raise RuntimeError("a task resumed before its model call returned")
+        return self.future.result()
+
+    def run_here(self) -> None:
+        """Make the call in the calling thread (a task driven without a scheduler)."""
+        future: Future[Any] = Future()
+        try:
+            future.set_result(self.fn())
+        except BaseException as exc:  # the task reads it from result()
+            future.set_exception(exc)
+        self.future = future
+
+
+#: What a task yields: wait out a delay, or wait for a model call made off the thread.
+Wait = Backoff | AwaitCall
+TaskGen = Generator[Wait, None, T]
+
+
+def calls_off_thread(model: object) -> bool:
+    """Whether the calls of ``model`` run in the scheduler's model-call threads (each an
+    :class:`AwaitCall`) rather than in the task: a model's own ``calls_off_thread`` attribute
+    when it has a bool one, else True for the models that send requests — those that take
+    ``Config.model_timeout`` (``use_default_timeout``, see :func:`apply_model_timeout`), the
+    HTTP models. An in-process model (the built-in one) answers in microseconds to
+    milliseconds: a thread hand-off per call would cost more than the call."""
+    own = getattr(model, "calls_off_thread", None)
+    if isinstance(own, bool):
+        return own
+    return callable(getattr(model, "use_default_timeout", None))
+
+
+def model_call(
+    fn: Callable[[], T], stats: CallStats, label: str, off_thread: bool
+) -> Generator[Wait, None, T]:
+    """One :func:`attempt` at ``fn``: made here, or (``off_thread``) yielded as an
+    :class:`AwaitCall` for the scheduler to run in a model-call thread — the attempt's
+    accounting, per-thread request counts included, runs with it in that thread."""
+    if not off_thread:
+        return attempt(fn, stats, label)
+    call = AwaitCall(lambda: attempt(fn, stats, label))
+    yield call
+    return call.result()
 
 
 def backoff_delay(config: Config, attempt: int) -> float:
@@ -151,9 +210,11 @@ def attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
 
 
 def with_retries(
-    fn: Callable[[], T], config: Config, stats: CallStats, label: str
-) -> Generator[Backoff, None, T]:
-    """Call ``fn`` up to ``1 + max_retries`` times, yielding a Backoff between attempts.
+    fn: Callable[[], T], config: Config, stats: CallStats, label: str,
+    off_thread: bool = False,
+) -> Generator[Wait, None, T]:
+    """Call ``fn`` up to ``1 + max_retries`` times, yielding a Backoff between attempts
+    (and each attempt as an :class:`AwaitCall` when ``off_thread``, see :func:`model_call`).
 
     A :class:`PermanentModelError` (HTTP 400/401/403/404) is raised at once.
     """
@@ -162,7 +223,7 @@ def with_retries(
     while True:
         n += 1
         try:
-            return attempt(fn, stats, label)
+            return (yield from model_call(fn, stats, label, off_thread))
         except PermanentModelError as exc:
             log_failed_attempt(label, str(exc), "cannot heal by waiting, not retried")
             raise
@@ -190,10 +251,15 @@ def apply_model_timeout(model: object, seconds: float) -> None:
         use(seconds)
 
 
-def run_blocking(gen: Generator[Backoff, None, T]) -> T:
-    """Drive a task generator to completion in the calling thread, sleeping through backoffs."""
+def run_blocking(gen: Generator[Wait, None, T]) -> T:
+    """Drive a task generator to completion in the calling thread, sleeping through backoffs
+    and making its off-thread model calls here."""
     try:
         while True:
-            time.sleep(next(gen).delay)
+            wait = next(gen)
+            if isinstance(wait, AwaitCall):
+                wait.run_here()
+            else:
+                time.sleep(wait.delay)
     except StopIteration as stop:
         return stop.value

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_rdf import _vocab as V
-from memory_rdf._calls import Backoff, CallStats, with_retries
+from memory_rdf._calls import Backoff, CallStats, Wait, calls_off_thread, with_retries
 from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError
 from memory_rdf._focus import FocusManager
@@ -335,6 +335,8 @@ class Compressor:
         self.config, self.model, self.fallback = config, model, fallback
         self.user_waiting = user_waiting
         self.stats = CallStats()
+        #: The model's calls run in the scheduler's model-call threads (SPEC §5.3).
+        self.off_thread = calls_off_thread(model)
         self._rng = random.Random(0x5EED)
         self.index_fallbacks = 0  # times scan_order came back unordered (engine changed)
         #: live nodes, for the fixed pool: None until first needed (one COUNT), then kept
@@ -369,10 +371,12 @@ class Compressor:
 
     # -- a slice -------------------------------------------------------------------------------
 
-    def run_slice(self) -> Generator[Backoff, None, dict[str, Any]]:
+    def run_slice(self) -> Generator[Wait, None, dict[str, Any]]:
         cfg = self.config
         report = SliceReport()
-        running = 0.0  # own running time, backoff waits excluded (SPEC §5.3)
+        # Own running time, backoff waits excluded (SPEC §5.3); a model call made off the
+        # scheduler thread counts, as it did when it ran in the slice: slices keep their size.
+        running = 0.0
         mark = time.perf_counter()
         focus = self.protected()
         candidates = self.next_batch(cfg.compression_batch_size, focus)
@@ -393,17 +397,19 @@ class Compressor:
                     scan = self._scan(nid, chunk, focus, report)
                     try:
                         while True:
-                            backoff = next(scan)
-                            running += time.perf_counter() - mark
-                            yield backoff
-                            mark = time.perf_counter()
+                            wait = next(scan)
+                            if isinstance(wait, Backoff):
+                                running += time.perf_counter() - mark
+                            yield wait
+                            if isinstance(wait, Backoff):
+                                mark = time.perf_counter()
                     except StopIteration:
                         pass
                 self._flush(chunk)
             running += time.perf_counter() - mark
             return self._done(report, running, chunk)
         except GeneratorExit:
-            # Abandoned during a model backoff: the scans before that node are whole.
+            # Abandoned during a model backoff or call: the scans before that node are whole.
             self._flush(chunk)
             raise
 
@@ -416,7 +422,7 @@ class Compressor:
 
     def _scan(
         self, nid: str, chunk: _Chunk, focus: set[str], report: SliceReport
-    ) -> Generator[Backoff, None, None]:
+    ) -> Generator[Wait, None, None]:
         cfg = self.config
         node = chunk.nodes[nid]
         touching = chunk.touching(nid)
@@ -438,7 +444,7 @@ class Compressor:
             try:
                 p = yield from with_retries(
                     lambda: self._checked(self.model.process(content, target), target),
-                    cfg, call, "process",
+                    cfg, call, "process", self.off_thread,
                 )
                 chunk.rewrites.append((nid, p))
                 node.content = p.content

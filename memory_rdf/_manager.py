@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 import uuid
 from collections.abc import Generator, Sequence, Set
 from concurrent.futures import Future, InvalidStateError
@@ -22,6 +23,7 @@ from memory_rdf._agents import default_data_dir, validate_agent_id
 from memory_rdf._calls import (
     Backoff,
     CallStats,
+    Wait,
     apply_model_timeout,
     backoff_delay,
     log,
@@ -221,7 +223,7 @@ class MemorySystem:
             return [a for a, m in self._agents.items() if not m.closed]
 
     def close(self, timeout: float | None = None) -> None:
-        """Close every agent of the system (each waits up to ``timeout`` s for its queued
+        """Close every agent of the system (waiting up to ``timeout`` s in all for their queued
         tasks, as :meth:`MemoryManager.close`), then stop the scheduler thread. Idempotent."""
         timeout = check_timeout(timeout, zero=True)
         with self._lock:
@@ -229,8 +231,10 @@ class MemorySystem:
                 return
             self._closed = True
             managers = list(self._agents.values())
-        for manager in managers:
-            manager.close(timeout=timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for manager in managers:  # one deadline for all: not ``timeout`` per agent
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            manager.close(timeout=left)
         self._scheduler.stop()
 
     def __enter__(self) -> MemorySystem:
@@ -500,7 +504,7 @@ class MemoryManager:
         )
 
     def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
-        def start() -> Generator[Backoff, None, list[str]]:
+        def start() -> Generator[Wait, None, list[str]]:
             ids = yield from self._remember_through_outages(jtask)
             if self.config.auto_compress:
                 self._system._scheduler.request_slice(self.agent_id)
@@ -560,7 +564,7 @@ class MemoryManager:
             reservation=slot,
         )
 
-    def _remember_through_outages(self, jtask: JournalTask) -> Generator[Backoff, None,
+    def _remember_through_outages(self, jtask: JournalTask) -> Generator[Wait, None,
                                                                           list[str]]:
         """The remember run; a write its SPARQL endpoint did not answer is settled after a
         backoff, in the task's place: the agent's later tasks wait behind it (SPEC §5.3), and
@@ -1069,7 +1073,7 @@ class MemoryManager:
 
     # -- compression ---------------------------------------------------------------------------
 
-    def _make_auto_slice(self) -> Generator[Backoff, None, dict[str, Any]]:
+    def _make_auto_slice(self) -> Generator[Wait, None, dict[str, Any]]:
         """An automatic compression slice (the scheduler's callback). While the store's read
         mirror is being built it waits first, as a backoff does: other agents' work and this
         agent's user calls go on (user work abandons the wait and queues the slice again), and

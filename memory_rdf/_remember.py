@@ -9,7 +9,15 @@ from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from memory_rdf._calls import Backoff, CallStats, attempt, log_failed_attempt, with_retries
+from memory_rdf._calls import (
+    Backoff,
+    CallStats,
+    Wait,
+    calls_off_thread,
+    log_failed_attempt,
+    model_call,
+    with_retries,
+)
 from memory_rdf._config import Config
 from memory_rdf._exceptions import ModelError, PermanentModelError
 from memory_rdf._focus import FocusManager
@@ -116,6 +124,8 @@ class Rememberer:
         self.clock = CreatedAtClock(metadata.last_created_at)
         self.make_room = make_room
         self.stats = CallStats()
+        #: The model's calls run in the scheduler's model-call threads (SPEC §5.3).
+        self.off_thread = calls_off_thread(model)
         #: Writes a SPARQL endpoint did not answer (:class:`EndpointUnavailable`), by journal
         #: task id, with the node ids they create: the server may still apply them (a slow
         #: server runs a request its client gave up on), so a retry of the remember sends the
@@ -141,12 +151,13 @@ class Rememberer:
         del self.unanswered[task.id]
         return ids
 
-    def segment(self, text: str) -> list[str]:
+    def segment(self, text: str) -> Generator[Wait, None, list[str]]:
         """One segmentation attempt (failure → :class:`SegmentationFailed`)."""
         try:
-            return attempt(
-                lambda: validate_segments(self.model.segment(text)), self.stats, "segment"
-            )
+            return (yield from model_call(
+                lambda: validate_segments(self.model.segment(text)), self.stats, "segment",
+                self.off_thread,
+            ))
         except PermanentModelError as exc:
             # cannot heal by waiting: the task fails at once (SPEC §4)
             log_failed_attempt("segment", str(exc), "cannot heal by waiting, not retried")
@@ -154,9 +165,9 @@ class Rememberer:
         except ModelError as exc:
             raise SegmentationFailed(str(exc)) from exc  # logged by the task's error handler
 
-    def run(self, task: JournalTask) -> Generator[Backoff, None, list[str]]:
+    def run(self, task: JournalTask) -> Generator[Wait, None, list[str]]:
         """Process one journalled remember; returns the new node ids."""
-        segments = self.segment(task.text)
+        segments = yield from self.segment(task.text)
         processed = yield from self._process_all(segments)
         current = self.focus.current()
         relations = yield from self._relations(processed, current)
@@ -164,7 +175,7 @@ class Rememberer:
 
     # -- model calls ---------------------------------------------------------------------------
 
-    def _process_all(self, segments: Sequence[str]) -> Generator[Backoff, None, list[Processed]]:
+    def _process_all(self, segments: Sequence[str]) -> Generator[Wait, None, list[Processed]]:
         cfg, model = self.config, self.model
         batch_fn = getattr(model, "process_batch", None)
         if batch_fn is not None and len(segments) > 1:
@@ -174,9 +185,9 @@ class Rememberer:
                     if start:
                         yield Backoff(0.0)  # let other agents' recalls run (issue 17)
                     part = list(segments[start : start + BATCH_CHUNK])
-                    done += _batch_attempt(
+                    done += yield from _batch_attempt(
                         lambda part=part: _checked_batch(batch_fn(part), part),  # type: ignore[misc]
-                        self.stats, "process_batch",
+                        self.stats, "process_batch", self.off_thread,
                     )
                 for p in done:
                     if not p.phrase:  # as compression does: the built-in model's phrase
@@ -191,7 +202,7 @@ class Rememberer:
             try:
                 p = yield from with_retries(
                     lambda seg=seg: checked_answer(model.process(seg), seg),  # type: ignore[misc]
-                    cfg, self.stats, "process",
+                    cfg, self.stats, "process", self.off_thread,
                 )
                 if not p.phrase:  # as compression does: the built-in model's phrase
                     p.phrase = self.fallback.process(p.content).phrase
@@ -204,7 +215,7 @@ class Rememberer:
 
     def _relations(
         self, processed: Sequence[Processed], current: Sequence[tuple[str, int]]
-    ) -> Generator[Backoff, None, list[list[str]]]:
+    ) -> Generator[Wait, None, list[list[str]]]:
         """``names[i][j]``: relation of new node i to focus node j ("" = unnamed)."""
         if not current:
             return [[] for _ in processed]
@@ -221,9 +232,9 @@ class Rememberer:
                     if start:
                         yield Backoff(0.0)  # let other agents' recalls run (issue 17)
                     chunk = pairs[start : start + BATCH_CHUNK]
-                    names += _batch_attempt(
+                    names += yield from _batch_attempt(
                         lambda chunk=chunk: _checked_relations(batch_fn(chunk), len(chunk)),  # type: ignore[misc]
-                        self.stats, "relation_batch",
+                        self.stats, "relation_batch", self.off_thread,
                     )
             except _BatchFailed:
                 names = None
@@ -237,7 +248,7 @@ class Rememberer:
                         lambda a=node_text, b=focus_text: validate_relation(  # type: ignore[misc]
                             model.relation(a, b)
                         ),
-                        cfg, self.stats, "relation",
+                        cfg, self.stats, "relation", self.off_thread,
                     )
                 except ModelError:
                     name = ""  # SPEC §5.1 step 3: no name if the call fails
@@ -298,13 +309,15 @@ class _BatchFailed(Exception):
     """A batched call failed in a way the single calls may not: use them instead."""
 
 
-def _batch_attempt(fn: Callable[[], T], stats: CallStats, label: str) -> T:
+def _batch_attempt(
+    fn: Callable[[], T], stats: CallStats, label: str, off_thread: bool
+) -> Generator[Wait, None, T]:
     """One attempt at a batched call, never retried: an invalid batch (or a timeout, a 429,
     a 5xx) falls back at once to the single calls, which keep the full retry policy, instead
     of waiting out up to ``max_retries`` backoffs first. A :class:`PermanentModelError`
     (wrong model, key or request) propagates: the single calls would fail the same way."""
     try:
-        return attempt(fn, stats, label)
+        return (yield from model_call(fn, stats, label, off_thread))
     except PermanentModelError as exc:
         log_failed_attempt(label, str(exc), "cannot heal by waiting, not retried")
         raise

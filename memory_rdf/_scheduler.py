@@ -5,6 +5,22 @@ agents taking turns, FIFO within an agent; then automatic compression slices, ag
 turns. Tasks are generators that yield a Backoff instead of sleeping, so a task waiting out a
 retry delay never holds the thread.
 
+Model calls (issue 33 F4). A call to a model that waits on a network (the HTTP models:
+``_calls.calls_off_thread``) never runs on this thread: the task yields an ``AwaitCall``, the
+call runs in one of the system's model-call threads (:class:`CallPool`: at most
+:data:`CALL_THREADS`, daemon threads named ``memory-rdf-model-call-N``), and the task is
+parked until it returned — as a task waiting out a backoff, it keeps its place: its agent's
+later tasks wait behind it (per-agent FIFO), while every other agent's recalls, remembers and
+compression slices run. An automatic compression slice parked on a call is abandoned (its node
+left unchanged, scanned again later; the call's answer dropped) when a remember, forget or
+asked-for slice of the *same* agent is about to run; recalls run beside it (they do not
+write). A slice parked in a backoff is abandoned by any user work, as before (SPEC §5.3).
+Closing an agent does not wait for a call in flight past its timeout: the parked task stays
+journalled and the call's answer is dropped. Calls of an in-process model (the built-in
+``HeuristicModel``: 0.1–1 ms each) still run in the task on this thread: measured with
+``python -m benchmarks --quick``, a hand-off to a pool thread per call cost the remember
+throughput more than the call itself (see the notes of issue 33).
+
 The scheduler knows nothing of managers: an agent registers an id and two callbacks (make an
 automatic compression slice, the queue went idle); a task carries its own ``on_error`` that
 says whether to queue it again and after what delay. No callback and no task step runs under
@@ -16,7 +32,10 @@ lock, then submits with the reservation or releases it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
+import math
+import queue
 import threading
 import time
 from collections import deque
@@ -26,7 +45,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from memory_rdf._calls import Backoff, current_agent
+from memory_rdf._calls import AwaitCall, Wait, current_agent
 from memory_rdf._exceptions import MemoryClosedError, QueueFullError
 
 log = logging.getLogger("memory_rdf")
@@ -48,8 +67,16 @@ class TaskKind(StrEnum):
 USER_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.RECALL, TaskKind.MEMORIES, TaskKind.FORGET,
                         TaskKind.PIN})
 
-#: A generator step: yields a Backoff to wait without holding the thread, returns the result.
-Step = Generator[Backoff, None, Any]
+#: Tasks that write the agent's store: one of them abandons the agent's compression slice
+#: parked on a model call before it runs; a recall or memories() runs beside it.
+WRITE_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.FORGET, TaskKind.SLICE})
+
+#: A generator step: yields a Backoff (or an AwaitCall) to wait without holding the thread,
+#: returns the result.
+Step = Generator[Wait, None, Any]
+
+#: Most model calls in flight at once per MemorySystem (its model-call threads).
+CALL_THREADS = 4
 
 #: Recalls whose queue wait is kept per agent (for stats()["recall_queue_wait_ms"]).
 RECENT_WAITS = 1000
@@ -75,6 +102,59 @@ def _delay(value: object) -> float:
     return min(delay, MAX_DELAY)
 
 
+class CallPool:
+    """At most ``size`` daemon threads making model calls for the scheduler (started as
+    needed). Daemon threads: a call still in flight when the process exits (an agent closed
+    with its timeout, Ctrl-C) never holds up the exit; its answer is dropped, and the task that
+    asked for it stays journalled (nothing is written off the scheduler's tasks)."""
+
+    def __init__(self, size: int = CALL_THREADS, name: str = "memory-rdf-model-call") -> None:
+        self._size = size
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue())
+        self._idle = threading.Semaphore(0)
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._stopped = False
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Run ``fn`` in a pool thread (in a copy of the caller's context: the agent named
+        in log lines); its future. A future cancelled before the call starts skips it."""
+        future: Future[Any] = Future()
+        context = contextvars.copy_context()
+        self._queue.put((future, lambda: context.run(fn)))
+        if not self._idle.acquire(blocking=False):
+            with self._lock:
+                if self._threads < self._size and not self._stopped:
+                    self._threads += 1
+                    threading.Thread(target=self._work, daemon=True,
+                                     name=f"{self._name}-{self._threads}").start()
+        return future
+
+    def stop(self) -> None:
+        """Let the threads end once the calls queued so far are made (no wait here)."""
+        with self._lock:
+            self._stopped = True
+            threads = self._threads
+        for _ in range(threads):
+            self._queue.put(None)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # the task reads it (AwaitCall.result)
+                    future.set_exception(exc)
+            del item, future, fn  # hold no answer while idle
+            self._idle.release()
+
+
 @dataclass(eq=False)
 class Task:
     """A unit of work for one agent. ``start()`` makes the generator; the scheduler steps it."""
@@ -89,6 +169,8 @@ class Task:
     #: tail of its agent's queue to start again after that delay; None lets it fail.
     on_error: Callable[[BaseException], float | None] | None = None
     failures: int = 0  # times it failed and was queued again
+    #: The model call it is parked on (an AwaitCall running in a model-call thread), if any.
+    waiting: Future[Any] | None = None
     enqueued: float = 0.0  # time.monotonic() when submitted
     seq: int = 0  # submission order within the scheduler (kept when a remember is requeued)
 
@@ -136,6 +218,7 @@ class Scheduler:
         self._slice_turn = 0
         self._stopped = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._calls = CallPool()
         self._started = False
         self._submitted = 0
         #: Threads other than the scheduler's own waiting on ``_cv`` (wait_idle, remove_agent):
@@ -192,7 +275,15 @@ class Scheduler:
                 with self._waiting():
                     self._cv.wait(0.5)
             if slot.auto_slice is not None and slot.auto_slice.gen is not None:
+                self._drop_call(slot.auto_slice)
                 slot.auto_slice.gen.close()
+            for task in slot.queue:  # a call in flight is not waited for: its answer is dropped
+                if task.waiting is not None:
+                    self._drop_call(task)
+                    if task.gen is not None:
+                        with contextlib.suppress(BaseException):
+                            task.gen.close()
+                        task.gen = None
             leftovers = list(slot.queue)
             slot.queue.clear()
             del self._agents[agent_id]
@@ -203,6 +294,7 @@ class Scheduler:
         with self._cv:
             self._stopped = True
             self._cv.notify_all()
+        self._calls.stop()
         if self._started and threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
 
@@ -246,7 +338,7 @@ class Scheduler:
             slot = self._slot(agent_id)
             if slot.queue or slot.reserved or slot.running is not None or slot.stopping:
                 return False
-            self._abandon_auto_slices()  # as when the scheduler thread picks user work
+            self._abandon_auto_slices(slot, task)  # as when the scheduler thread picks user work
             self._enqueue(slot, task)
             slot.running = task
         try:
@@ -318,8 +410,8 @@ class Scheduler:
             return len(slot.queue) + (1 if running and slot.running not in slot.queue else 0)
 
     def remembers_waiting(self, agent_id: str) -> int:
-        """Remembers of the agent queued whose model calls failed: waiting out a backoff, or
-        tried again after a failed segmentation."""
+        """Remembers of the agent queued that wait on the small model: for the answer of a
+        call in flight, out a backoff, or tried again after a failed segmentation."""
         now = time.monotonic()
         with self._cv:
             slot = self._agents.get(agent_id)
@@ -426,6 +518,7 @@ class Scheduler:
             if slot.auto_slice is task:
                 slot.auto_slice = None
             self._cv.notify_all()
+        self._drop_call(task)
         if task.gen is not None:
             with contextlib.suppress(BaseException):
                 task.gen.close()
@@ -443,12 +536,14 @@ class Scheduler:
             task = self._ready(slot, now)
             if task is not None:
                 self._turn = (self._turn + i + 1) % n
-                self._abandon_auto_slices()
+                self._abandon_auto_slices(slot, task)
                 return slot, task
         for i in range(n):
             slot = slots[(self._slice_turn + i) % n]
             if slot.running is not None or slot.closing:
                 continue
+            if any(t.waiting is not None for t in slot.queue):
+                continue  # its user task waits on a model call: the slice would be abandoned
             if slot.auto_slice is None and slot.slices_pending:
                 slot.slices_pending -= 1
                 slot.auto_slice = Task(TaskKind.AUTO_SLICE, slot.agent.make_slice,
@@ -458,16 +553,16 @@ class Scheduler:
                 return slot, slot.auto_slice
         return None
 
-    @staticmethod
-    def _ready(slot: AgentSlot, now: float) -> Task | None:
+    @classmethod
+    def _ready(cls, slot: AgentSlot, now: float) -> Task | None:
         """The agent's next runnable user task: FIFO, except that a remember sent back to the
         tail after a segmentation failure lets later *remembers* pass while it waits (SPEC
         §5.1). Reads and forgets (recall, memories, forget) still wait behind every remember
         submitted before them, so a recall sees what was remembered before it and a forget
         finds the nodes it names (per-agent FIFO, SPEC §4) — within the caller's timeout.
-        A task suspended mid-way (waiting out a backoff) blocks the tasks behind it.
-        A task given up by its caller (timed out, cancelled: its future done) is dropped
-        unstarted."""
+        A task suspended mid-way (waiting out a backoff, or parked on a model call) blocks the
+        tasks behind it. A task given up by its caller (timed out, cancelled: its future done)
+        is dropped unstarted."""
         if slot.running is not None or slot.stopping:
             return None
         dropped = [
@@ -476,10 +571,21 @@ class Scheduler:
         ]
         for task in dropped:
             slot.queue.remove(task)
+        return cls._first_ready(slot, now)
+
+    @staticmethod
+    def _first_ready(slot: AgentSlot, now: float, skip: Task | None = None) -> Task | None:
+        """:meth:`_ready`'s choice in the agent's queue, ``skip`` (the task running) left
+        out; tasks given up by their callers are passed over."""
         earliest_remember = min(
-            (t.seq for t in slot.queue if t.kind is TaskKind.REMEMBER), default=None
+            (t.seq for t in slot.queue if t.kind is TaskKind.REMEMBER and t is not skip),
+            default=None,
         )
         for task in slot.queue:
+            if task is skip:
+                continue
+            if task.gen is None and task.future is not None and task.future.done():
+                continue
             blocked = (
                 task.kind is not TaskKind.REMEMBER
                 and earliest_remember is not None
@@ -491,15 +597,32 @@ class Scheduler:
                 return None
         return None
 
-    def _abandon_auto_slices(self) -> None:
-        """User work is about to run: a compression slice waiting out a model backoff is
-        abandoned (its node left unchanged, scanned again later) and queued again (SPEC §5.3)."""
+    def _abandon_auto_slices(self, picked: AgentSlot, task: Task) -> None:
+        """User work (``task`` of ``picked``) is about to run: a compression slice waiting out
+        a model backoff is abandoned (its node left unchanged, scanned again later) and queued
+        again (SPEC §5.3); so is the agent's own slice parked on a model call when ``task``
+        writes the store (its answer is dropped). Other slices parked on a call go on: they
+        hold nobody."""
         for slot in self._agents.values():
-            task = slot.auto_slice
-            if task is not None and task.gen is not None and slot.running is None:
-                task.gen.close()
-                slot.auto_slice = None
-                self._requeue_slice(slot)
+            slice_task = slot.auto_slice
+            if slice_task is None or slice_task.gen is None or slot.running is not None:
+                continue
+            if slice_task.waiting is not None and not (
+                slot is picked and task.kind in WRITE_KINDS
+            ):
+                continue
+            self._drop_call(slice_task)
+            slice_task.gen.close()
+            slot.auto_slice = None
+            self._requeue_slice(slot)
+
+    @staticmethod
+    def _drop_call(task: Task) -> None:
+        """The task will not read the answer of the model call it is parked on (the call is
+        skipped if it has not started; one in flight runs to its end in its thread)."""
+        if task.waiting is not None:
+            task.waiting.cancel()
+            task.waiting = None
 
     @staticmethod
     def _requeue_slice(slot: AgentSlot) -> None:
@@ -511,12 +634,27 @@ class Scheduler:
         # An agent with a task running (inline, in a caller's thread) is woken for when it
         # ends (_wake): its queue's times would have this thread poll every millisecond.
         free = [s for s in self._agents.values() if s.running is None]
-        times = [t.not_before for s in free for t in s.queue]
+        times = [t for s in free for t in self._start_times(s)]
         times += [s.auto_slice.not_before for s in free if s.auto_slice]
         if not times:
             return None
         # Capped: a wait longer than the platform's limit raises OverflowError (issue 17).
         return min(max(0.0, min(times) - time.monotonic()) + 0.001, MAX_WAIT)
+
+    @staticmethod
+    def _start_times(slot: AgentSlot) -> Iterator[float]:
+        """When the agent's queued tasks may start, as far as time tells: not the tasks
+        that wait behind a suspended one or behind an earlier remember (a model call or a
+        backoff ends first; polling them would spin the thread while it lasts)."""
+        earliest_remember = min(
+            (t.seq for t in slot.queue if t.kind is TaskKind.REMEMBER), default=None
+        )
+        for task in slot.queue:
+            if task.kind is TaskKind.REMEMBER or earliest_remember is None \
+                    or task.seq < earliest_remember:
+                yield task.not_before
+            if task.gen is not None:
+                return
 
     def _step(self, slot: AgentSlot, task: Task) -> None:
         """Advance ``task`` until it finishes or asks for a backoff."""
@@ -531,6 +669,7 @@ class Scheduler:
             if task.kind is TaskKind.RECALL:
                 slot.recall_waits.append(time.monotonic() - task.enqueued)
             task.gen = task.start()
+        task.waiting = None
         try:
             backoff = next(task.gen)
         except StopIteration as stop:
@@ -538,6 +677,9 @@ class Scheduler:
             return
         except BaseException as exc:
             self._finish(slot, task, None, exc)
+            return
+        if isinstance(backoff, AwaitCall):
+            self._park(slot, task, backoff)
             return
         with self._cv:
             if task.kind is TaskKind.AUTO_SLICE and self._user_waiting_locked():
@@ -547,13 +689,34 @@ class Scheduler:
             else:
                 task.not_before = time.monotonic() + _delay(backoff.delay)
 
+    def _park(self, slot: AgentSlot, task: Task, call: AwaitCall) -> None:
+        """``task`` waits for a model call: it runs in a model-call thread, and the task is
+        ready again (and the scheduler woken) when it returned."""
+        with self._cv:
+            future = self._calls.submit(call.fn)
+            call.future = future
+            task.waiting = future
+            task.not_before = math.inf
+
+            def returned(done: Future[Any]) -> None:
+                with self._cv:
+                    if task.waiting is done:
+                        task.not_before = 0.0
+                        self._cv.notify_all()
+
+            future.add_done_callback(returned)
+
     def _user_waiting_locked(self, now: float | None = None) -> bool:
+        """Whether some agent has a user task that could start now (not one waiting out a
+        backoff or parked on a model call, nor one queued behind such a task)."""
         now = time.monotonic() if now is None else now
-        return any(
-            t.kind in USER_KINDS and t is not s.running and t.not_before <= now
-            for s in self._agents.values()
-            for t in s.queue
-        )
+        for s in self._agents.values():
+            if s.stopping:
+                continue
+            task = self._first_ready(s, now, skip=s.running)
+            if task is not None and task.kind in USER_KINDS:
+                return True
+        return False
 
     def _finish(self, slot: AgentSlot, task: Task, value: Any, exc: BaseException | None) -> None:
         """The task ended. Its callbacks run outside the lock; the task stays in its queue (and
