@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,16 +22,20 @@ from pathlib import Path
 import pytest
 
 from benchmarks._fake_llm import FakeLLM
-from memory_rdf import Config, HeuristicModel, MemoryManager, MemorySystem
+from memory_rdf import Config, HeuristicModel, MemoryManager, MemorySystem, Processed
+from memory_rdf._calls import calls_off_thread
+from memory_rdf._scheduler import CALL_THREADS
 from memory_rdf.small_model import OpenAIModel
 
-from helpers import memory_rdf_command, say
+from helpers import ScriptedModel, memory_rdf_command, say
 
 MODEL = "fake-model"
 REPO = Path(__file__).resolve().parent.parent
 #: A remember's first model call (segment) hangs this long on the server, then is answered.
 SLOW = 8.0
 CONFIG = Config(auto_compress=False, max_retries=0)
+LOGIN = ("the login module belongs to Zhang Wei, who ships it on Wednesday after the security "
+         "review of the token refresh flow and the audit of the session cookies is done")
 
 
 @pytest.fixture
@@ -112,6 +117,38 @@ def test_a_later_remember_of_the_same_agent_waits_behind_the_call(
             "user: first: the login module", "user: second: the payment module"]
 
 
+def test_a_compression_call_in_flight_holds_no_user_work(
+    server: FakeLLM, model: OpenAIModel, data_dir: Path
+) -> None:
+    """An automatic slice waiting on a slow compression call: other agents and the agent's
+    own recalls run beside it; the agent's next remember abandons it (the node left as it
+    was) and the slice queued again compresses the node without waiting for that call."""
+    config = Config(focus_limit=1, link_initial_strength=0.1, max_retries=0)
+    with MemorySystem(data_dir=data_dir, model=model, config=config) as system:
+        a, b = system.agent("a"), system.agent("b")
+        b.remember(say("the payment callback times out"))
+        assert b.wait_idle(timeout=20)
+        compressing = server.count("process")
+        server.misbehave("hang", task="process", seconds=SLOW)  # the next process call
+        asked = time.monotonic()
+        a.remember(say(LOGIN, "the billing service needs a refund endpoint before the launch"))
+        wait_for_requests(server, "process", compressing + 1)  # a's slice: its call hangs
+        hung = server.requests("process")[-1]
+        start = time.monotonic()
+        assert "payment callback" in b.recall(["payment"], timeout=30, entry="both")
+        assert "login module" in a.recall(["login"], timeout=30, entry="both")
+        assert time.monotonic() - start < 2.0
+        a.remember(say("the deploy key rotates on Monday"))
+        assert a.wait_idle(timeout=30)
+        assert time.monotonic() - asked < SLOW  # nobody waited for the hung call
+        texts = [r.body["messages"][-1]["content"] for r in server.requests("process")]
+        assert texts.count(hung.body["messages"][-1]["content"]) >= 2  # asked again
+        stored = [m["content"] for m in a.memories()]
+        assert "user: the deploy key rotates on Monday" in stored
+        (login,) = [c for c in stored if c.startswith("user: the login")]
+        assert len(login) < len(f"user: {LOGIN}")  # compressed after all
+
+
 @pytest.mark.parametrize("closing", ["manager", "system"])
 def test_close_returns_within_its_timeout_and_the_remember_stays_journalled(
     server: FakeLLM, model: OpenAIModel, data_dir: Path, closing: str
@@ -181,3 +218,49 @@ def test_ctrl_c_stops_a_cli_remember_waiting_on_the_model(
     with MemoryManager("cli", data_dir=data_dir, model=HeuristicModel(), config=CONFIG) as mem:
         assert mem.wait_idle(timeout=30)
         assert contents(mem) == ["user: the deploy key rotates on Monday"]
+
+
+class OffThread(ScriptedModel):
+    """A scripted model that asks for the model-call threads, and records where and how many
+    of its calls ran at once."""
+
+    calls_off_thread = True
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay=delay)
+        self.threads: set[str] = set()
+        self.running = 0
+        self.most = 0
+
+    def process(self, text: str, target_length: int | None = None) -> Processed:
+        with self.lock:
+            self.threads.add(threading.current_thread().name)
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            return super().process(text, target_length)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def test_which_models_call_off_the_scheduler_thread(model: OpenAIModel) -> None:
+    assert calls_off_thread(model)  # sends requests: takes Config.model_timeout
+    assert not calls_off_thread(HeuristicModel())  # in process: on the scheduler thread
+    assert not calls_off_thread(ScriptedModel())
+    assert calls_off_thread(OffThread(0.0))  # a model's own bool attribute wins
+
+
+def test_model_calls_run_in_a_bounded_pool_of_named_threads(data_dir: Path) -> None:
+    slow = OffThread(delay=1.0)
+    agents = CALL_THREADS + 2
+    with MemorySystem(data_dir=data_dir, model=slow, config=CONFIG) as system:
+        mems = [system.agent(f"agent{i}") for i in range(agents)]
+        for mem in mems:
+            mem.remember(say(f"{mem.agent_id} owns module {mem.agent_id}"))
+        for mem in mems:
+            assert mem.wait_idle(timeout=60)
+        assert [contents(m) for m in mems] == [
+            [f"{m.agent_id} owns module {m.agent_id}"] for m in mems]
+    assert slow.threads <= {f"memory-rdf-model-call-{i}" for i in range(1, CALL_THREADS + 1)}
+    assert slow.most == CALL_THREADS  # the agents' calls overlapped, up to the bound
