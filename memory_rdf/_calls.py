@@ -8,7 +8,7 @@ A call to a model that waits on a network (:func:`calls_off_thread`: the HTTP mo
 made by the task either: it yields an :class:`AwaitCall`, the scheduler runs the call in one
 of its model-call threads and serves other work until it returned (issue 33 F4); the task
 then reads the answer (or the exception) with :meth:`AwaitCall.result`. Calls of an
-in-process model (the built-in one) run in the task, where they cost no thread hand-off.
+in-process model (the built-in one) run in the task, on the scheduler thread.
 """
 
 from __future__ import annotations
@@ -85,8 +85,11 @@ def calls_off_thread(model: object) -> bool:
     :class:`AwaitCall`) rather than in the task: a model's own ``calls_off_thread`` attribute
     when it has a bool one, else True for the models that send requests — those that take
     ``Config.model_timeout`` (``use_default_timeout``, see :func:`apply_model_timeout`), the
-    HTTP models. An in-process model (the built-in one) answers in microseconds to
-    milliseconds: a thread hand-off per call would cost more than the call."""
+    HTTP models, which are thread-safe. An in-process model (the built-in one, your own)
+    keeps running in the task, on the scheduler thread: its calls stay serialized as they
+    always were (it need not be thread-safe), and a thread hand-off gains it nothing (issue
+    33: no difference within the benchmark's noise). Set ``calls_off_thread = True`` on a
+    thread-safe in-process model whose calls are slow."""
     own = getattr(model, "calls_off_thread", None)
     if isinstance(own, bool):
         return own

@@ -17,9 +17,11 @@ asked-for slice of the *same* agent is about to run; recalls run beside it (they
 write). A slice parked in a backoff is abandoned by any user work, as before (SPEC §5.3).
 Closing an agent does not wait for a call in flight past its timeout: the parked task stays
 journalled and the call's answer is dropped. Calls of an in-process model (the built-in
-``HeuristicModel``: 0.1–1 ms each) still run in the task on this thread: measured with
-``python -m benchmarks --quick``, a hand-off to a pool thread per call cost the remember
-throughput more than the call itself (see the notes of issue 33).
+``HeuristicModel``, a model of your own) still run in the task on this thread, serialized as
+they always were (such a model need not be thread-safe; one can opt in with a
+``calls_off_thread = True`` attribute): with the built-in model, moving its calls to the pool
+made no difference within the noise of ``python -m benchmarks --quick`` and of an interleaved
+remember/compression A/B on the 2-CPU benchmark machine (issue 33).
 
 The scheduler knows nothing of managers: an agent registers an id and two callbacks (make an
 automatic compression slice, the queue went idle); a task carries its own ``on_error`` that
