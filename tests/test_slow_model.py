@@ -215,6 +215,12 @@ def test_ctrl_c_stops_a_cli_remember_waiting_on_the_model(
     assert process.returncode == 130, stderr
     assert "interrupted" in stderr
     assert took < 5.0, f"the CLI exited {took:.1f} s after Ctrl-C"
+    tasks = subprocess.run(
+        [memory_rdf_command(), "tasks", "cli", "--data-dir", str(data_dir)], env=env,
+        capture_output=True, text=True, encoding="utf-8", timeout=60, cwd=tmp_path)
+    assert tasks.returncode == 0, tasks.stderr
+    (line,) = tasks.stdout.splitlines()
+    assert line.startswith("pending") and "user: the deploy key rotates on Monday" in line
     with MemoryManager("cli", data_dir=data_dir, model=HeuristicModel(), config=CONFIG) as mem:
         assert mem.wait_idle(timeout=30)
         assert contents(mem) == ["user: the deploy key rotates on Monday"]
