@@ -622,9 +622,9 @@ class Scheduler:
     def _drop_call(task: Task) -> None:
         """The task will not read the answer of the model call it is parked on (the call is
         skipped if it has not started; one in flight runs to its end in its thread)."""
-        if task.waiting is not None:
-            task.waiting.cancel()
-            task.waiting = None
+        future, task.waiting = task.waiting, None
+        if future is not None:
+            future.cancel()  # its callback (returned) now leaves the task alone
 
     @staticmethod
     def _requeue_slice(slot: AgentSlot) -> None:
