@@ -431,7 +431,7 @@ class Compressor:
         )
         target = math.floor(node.original * min(importance, 1.0)) if importance > 0 else 0
         report.scanned += 1
-        if importance <= 0 or target < cfg.delete_threshold:
+        if importance <= 0 or target < cfg.delete_threshold or self._no_gist(node.content, target):
             chunk.forget(nid)
             self._weak.pop(nid, None)
             report.forgotten += 1
@@ -468,6 +468,14 @@ class Compressor:
                 stored.setdefault(key, old)
                 links[key] = w
         chunk.bump_scans(nid)
+
+    def _no_gist(self, content: str, target: int) -> bool:
+        """The model says ``content`` has no gist as short as ``target`` allows (a model with
+        ``shortest_length``, as the built-in one): the node is forgotten, not cut to a lone
+        word (SPEC §5.2 step 5)."""
+        shortest = getattr(self.model, "shortest_length", None)
+        return (shortest is not None and target < len(content)
+                and LENGTH_TOLERANCE * target < shortest(content))
 
     def _checked(self, value: Any, target: int) -> Processed:
         p = check_processed(value)

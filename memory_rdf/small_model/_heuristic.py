@@ -5,8 +5,13 @@
 - ``process``: keywords by TF-IDF (how rare a word is in running text: jieba's dictionary
   frequencies for Chinese, ``data/english_frequencies.txt`` for English; nouns preferred), a
   phrase of at most 20 characters, and extractive compression that keeps the clauses whose
-  words not yet kept weigh most for their length.
-- ``relation``: 回应 / 提到 / 涉及 / "" from shared words and question shape.
+  words not yet kept weigh most for their length (words that carry facts — names, numbers,
+  dates, places — weigh more), each kept line opening with who said it (the speaker's name
+  that opened it, "Caroline: ", else its role label) and holding two words at least: a gist,
+  never a lone word. :meth:`HeuristicModel.shortest_length` says how short that can get; the
+  manager forgets a node whose target is shorter (SPEC §5.2).
+- ``relation``: 回应 / 提到 / 涉及 (answers / mentions / relates to for English) / "" from shared
+  words and question shape, named in the language of the node's content.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from typing import NamedTuple
 from memory_rdf._resources import data_text
 from memory_rdf._text import (
     ENGLISH_STOP_WORDS,
+    HAN,
     ROLE_NAMES,
+    WORD_CHAR,
     Token,
     cut_han,
     is_cjk_text,
@@ -34,23 +41,39 @@ from memory_rdf._text import (
     split_clauses,
     split_sentences,
     stem,
+    strip_role_prefixes,
     text_units,
     tokenize,
     tokens,
     word_set,
 )
-from memory_rdf._types import KEYWORDS_MAX, KEYWORDS_MIN, PHRASE_MAX, Processed
+from memory_rdf._types import KEYWORDS_MAX, KEYWORDS_MIN, LENGTH_TOLERANCE, PHRASE_MAX, Processed
 
-__all__ = ["RELATIONS", "HeuristicModel"]
+__all__ = ["ENGLISH_RELATIONS", "RELATIONS", "HeuristicModel"]
 
-#: Relation names ``relation`` can return (besides "" for none), strongest first:
-#: 回应 the node answers a question in the focus; 提到 the node mentions a keyword of the
+#: Relation names ``relation`` can return for Chinese content (besides "" for none), strongest
+#: first: 回应 the node answers a question in the focus; 提到 the node mentions a keyword of the
 #: focus; 涉及 they share other content words.
 RELATIONS: tuple[str, ...] = ("回应", "提到", "涉及")
+#: The same relations named for English content: the display forms of SPEC §5.4 v3.
+ENGLISH_RELATIONS: tuple[str, ...] = ("answers", "mentions", "relates to")
 
 _PHRASE_MIN = 10
 
 _ROLE_LINE_RE = re.compile(r"(user|assistant|system):[ \t]?")
+# A speaker's name opening a message's text ("Caroline: ", "Zhang Wei: "): one to three
+# capitalized words and a colon, kept as who said it when the text is shortened.
+_NAME_LABEL_RE = re.compile(r"[ \t]*([A-Z][A-Za-z'’\-]*(?: [A-Z][A-Za-z'’\-]*){0,2}):[ \t]+(?=\S)")
+# Words that open a line with a colon without naming who speaks ("Noted: green tea from now on").
+_NOT_NAMES = ENGLISH_STOP_WORDS | word_set(
+    """
+    noted note notes update updates answer question yes no sure ok okay done thanks reminder
+    summary edit ps important tip warning example budget status result results fix plan idea
+    problem solution reason conclusion goal todo agenda next first second finally also update
+    tldr fyi btw correction source step well right great good perfect agreed deal
+    """
+)
+_WORD_RE = re.compile(rf"([{HAN}]+)|({WORD_CHAR}+(?:[.\-_'’+]{WORD_CHAR}+)*)")
 # Trailing clause marks that look wrong at the end of a shortened text.
 _TRAIL = "，、,;；：: \t\n"
 _PHRASE_TRAIL = _TRAIL + "。.!?！？…"
@@ -58,6 +81,11 @@ _PHRASE_TRAIL = _TRAIL + "。.!?！？…"
 # jieba tags counted as nouns or noun phrases (words missing from the dictionary, such as new
 # names, count as nouns too).
 _NOUN_TAGS = frozenset({"n", "nr", "nrfg", "nrt", "ns", "nt", "nz", "ng", "nw", "vn", "eng", "j"})
+# jieba tags of words that carry facts: numbers and quantities, times, people, places.
+_FACT_TAGS = frozenset({"m", "mq", "t", "nr", "nrfg", "nrt", "ns"})
+#: What a word that carries a fact (a number, a date or time, a name, a place) adds to its
+#: weight when a text is shortened: compression keeps who, what, when and how much.
+_FACT_BONUS = 1.0
 # English words that rarely make good keywords (kept by tokenize, ranked low here).
 _WEAK_ENGLISH = word_set(
     """
@@ -125,6 +153,7 @@ class _Lexicon:
         # a fairly rare word.
         self.unknown_idf = self.log_total - math.log(300)
         self.non_nouns: frozenset[str] = frozenset()
+        self.facts: frozenset[str] = frozenset()
         path = os.path.join(os.path.dirname(jieba.__file__), "dict.txt")
         try:
             with open(path, encoding="utf-8") as f:
@@ -132,6 +161,12 @@ class _Lexicon:
                     parts[0]
                     for parts in (line.split() for line in f)
                     if len(parts) >= 3 and parts[2] not in _NOUN_TAGS
+                )
+                f.seek(0)
+                self.facts = frozenset(
+                    parts[0]
+                    for parts in (line.split() for line in f)
+                    if len(parts) >= 3 and len(parts[0]) > 1 and parts[2] in _FACT_TAGS
                 )
         except OSError:  # pragma: no cover - a jieba install without its dictionary file
             pass
@@ -178,17 +213,35 @@ def _lex() -> _Lexicon:
 # --------------------------------------------------------------------------- analysis
 
 
+def _word_spans(s: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each word of ``s`` as written, stop words included (jieba's words
+    inside Chinese)."""
+    out: list[tuple[int, int]] = []
+    for m in _WORD_RE.finditer(s):
+        if m.group(1) is None:
+            out.append(m.span())
+            continue
+        pos = m.start()
+        for word in cut_han(m.group(1)):
+            out.append((pos, pos + len(word)))
+            pos += len(word)
+    return out
+
+
 @dataclass(frozen=True)
 class _Clause:
     msg: int  # index of the message (line group) it belongs to
     text: str  # as written, with its punctuation and trailing whitespace
     tokens: tuple[str, ...]  # normalized tokens (for relations)
     terms: tuple[str, ...]  # keyword units (tokens, with names grouped)
+    words: int  # words as written, stop words included; 0 when all are stop words
+    label: bool = False  # the speaker's name that opens its message ("Caroline: ")
 
 
 @dataclass(frozen=True)
 class _Analysis:
     prefixes: tuple[str, ...]  # per message: "user: " or ""
+    labels: tuple[str, ...]  # per message: who said it ("Caroline: ", else "user: ", else "")
     clauses: tuple[_Clause, ...]
     keywords: tuple[str, ...]  # normalized tokens, best first
     display: tuple[str, ...]  # the same keywords as written
@@ -293,14 +346,23 @@ def _analyze(text: str) -> _Analysis:
     tier: dict[str, int] = {}
     idf: dict[str, float] = {}
     all_tokens: set[str] = set()
+    facts: set[str] = set()  # terms that carry facts: names, numbers, dates, places
     n = 0
-    for mi, (_prefix, body) in enumerate(msgs):
+    labels: list[str] = []
+    for mi, (prefix, body) in enumerate(msgs):
+        name = _NAME_LABEL_RE.match(body)
+        if name is not None and _NOT_NAMES.intersection(name.group(1).lower().split()):
+            name = None
+        labels.append(name.group(1) + ": " if name else prefix)
         for sentence in split_sentences(body):
             for clause in split_clauses(sentence):
                 toks = tokens(clause)
                 terms = _terms(toks, normalize(clause))
+                # The name label is the message's first clause (clauses end at ": ").
+                is_label = name is not None and (not clauses or clauses[-1].msg != mi)
                 clauses.append(
-                    _Clause(mi, clause, tuple(t.text for t in toks), tuple(t.text for t in terms))
+                    _Clause(mi, clause, tuple(t.text for t in toks), tuple(t.text for t in terms),
+                            len(_word_spans(clause)) if toks else 0, is_label)
                 )
                 all_tokens.update(t.text for t in toks)
                 for t in terms:
@@ -313,6 +375,8 @@ def _analyze(text: str) -> _Analysis:
                         idf[w] = lex.unknown_idf if " " in w else lex.idf(w, t.han)
                     if t.marked:
                         idf[w] = max(idf[w], lex.idf(w, t.han) * 1.5)
+                    if t.marked or " " in w or any(ch.isdigit() for ch in w) or w in lex.facts:
+                        facts.add(w)
                     n += 1
     scores = {w: c * idf[w] for w, c in counts.items()}
     candidates = [w for w in counts if w not in ROLE_NAMES]
@@ -327,12 +391,14 @@ def _analyze(text: str) -> _Analysis:
         if w in ROLE_NAMES:
             return 0.0
         r = kw_rank.get(w)
-        return scores[w] / top + (0.0 if r is None else 1.0 + (1.5 if r == 0 else 0.0))
+        fact = _FACT_BONUS if w in facts else 0.0
+        return scores[w] / top + fact + (0.0 if r is None else 1.0 + (1.5 if r == 0 else 0.0))
 
     term_weights = {w: weight(w) for c in clauses for w in c.terms}
     weights = tuple(sum(term_weights[w] for w in set(c.terms)) for c in clauses)
     return _Analysis(
         prefixes=tuple(p for p, _ in msgs),
+        labels=tuple(labels),
         clauses=tuple(clauses),
         keywords=tuple(keywords),
         display=tuple(surface[w] for w in keywords),
@@ -413,11 +479,12 @@ def _best_clause(an: _Analysis, target: int) -> int:
 _LENGTH_EXPONENT = 0.5
 
 
-def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], float] | None:
-    """Greedy choice of clauses that fit in ``target`` characters when rendered: each next one
-    the clause whose keyword units not yet kept weigh most per √(characters it adds), so a
-    word counts once however many clauses repeat it. Returns the clauses and the weight of the
-    units they keep; None when no clause fits."""
+def _select(an: _Analysis, target: int) -> tuple[list[int], float] | None:
+    """Greedy choice of clauses that fit in ``target`` characters when rendered, each line
+    with its speaker's label: each next one the clause whose keyword units not yet kept weigh
+    most per √(characters it adds), so a word counts once however many clauses repeat it;
+    clauses of stop words only are left out. Returns the clauses and the weight of the units
+    they keep; None when no clause fits."""
     clauses = an.clauses
     chosen: dict[int, list[int]] = {}
     line_len: dict[int, int] = {}  # rendered length of each message's line
@@ -425,13 +492,15 @@ def _select(an: _Analysis, target: int, with_prefix: bool) -> tuple[list[int], f
     kept: set[str] = set()
     total = 0  # rendered length: lines plus the newlines between them
     score = 0.0
-    left = list(range(len(clauses)))
+    left = [i for i, c in enumerate(clauses) if not c.label]
     while left:
         best: tuple[float, int, int, int, float] | None = None
         for i in left:
             m = clauses[i].msg
+            if not clauses[i].words:
+                continue
             body = _render_body([clauses[j].text for j in sorted([*chosen.get(m, []), i])])
-            new_len = (len(an.prefixes[m]) if with_prefix else 0) + len(body) if body else 0
+            new_len = len(an.labels[m]) + len(body) if body else 0
             old_len = line_len.get(m, 0)
             n_lines = len(line_len) - (1 if old_len else 0) + (1 if new_len else 0)
             new_total = lines - old_len + new_len + max(0, n_lines - 1)
@@ -466,40 +535,94 @@ def _kept_weight(an: _Analysis, text: str) -> float:
     return sum(an.term_weights.get(w, 0.0) for w in units)
 
 
-def _render(an: _Analysis, selected: Sequence[int], with_prefix: bool) -> str:
+def _lines(an: _Analysis, selected: Sequence[int]) -> list[tuple[int, str]]:
+    """``(message, text)`` of each line the selected clauses make, labels aside."""
     by_msg: dict[int, list[str]] = {}
     for i in selected:
         c = an.clauses[i]
-        by_msg.setdefault(c.msg, []).append(c.text)
-    lines = []
-    for m in sorted(by_msg):
-        body = _render_body(by_msg[m])
-        if body:
-            lines.append((an.prefixes[m] if with_prefix else "") + body)
-    return "\n".join(lines)
+        if not c.label:
+            by_msg.setdefault(c.msg, []).append(c.text)
+    return [(m, b) for m, b in ((m, _render_body(by_msg[m])) for m in sorted(by_msg)) if b]
 
 
-def _compress(an: _Analysis, text: str, target: int, allow_prefix: bool = True) -> str:
+def _render(an: _Analysis, selected: Sequence[int]) -> str:
+    """The selected clauses, one line per message, each opening with who said it."""
+    return "\n".join(an.labels[m] + body for m, body in _lines(an, selected))
+
+
+def _labelled_window(an: _Analysis, limit: int) -> str | None:
+    """The best clause of two words or more that, cut to fit, still holds two words, with its
+    speaker's label, in at most ``limit`` characters; None when none does."""
+    order = sorted(
+        (i for i, c in enumerate(an.clauses) if not c.label and c.words >= 2),
+        key=lambda i: (-an.weights[i], i),
+    )
+    fitting = [i for i in order if set(an.keywords).intersection(an.clauses[i].terms)]
+    for i in fitting + [i for i in order if i not in fitting]:
+        label = an.labels[an.clauses[i].msg]
+        room = limit - len(label)
+        if room < 3:
+            continue
+        body = _window(an, i, room)
+        if len(_word_spans(body)) >= 2 and tokens(body):
+            return label + body
+    return None
+
+
+def _pairs(an: _Analysis) -> list[tuple[float, str, str]]:
+    """``(weight, gist, words)`` of the shortest gists: two neighbouring words of a clause, one
+    of them a content word, with the speaker's label (``gist``) and without (``words``)."""
+    out: list[tuple[float, str, str]] = []
+    for c in an.clauses:
+        if c.label or c.words < 2:
+            continue
+        text = c.text
+        spans = _word_spans(text)
+
+        def w(span: tuple[int, int], text: str = text) -> float:
+            return an.term_weights.get(normalize(text[span[0] : span[1]]).lower(), 0.0)
+
+        for a in range(len(spans) - 1):
+            if w(spans[a]) or w(spans[a + 1]):
+                words = text[spans[a][0] : spans[a + 1][1]]
+                out.append((w(spans[a]) + w(spans[a + 1]), an.labels[c.msg] + words, words))
+    return out
+
+
+def _compress(an: _Analysis, text: str, target: int) -> str:
+    """Whole clauses, or the best clause cut to fit when that keeps more (a small target that
+    the clauses holding the names do not fit whole), each line with its speaker's label and
+    two words at least, in ``target`` characters — else in ``LENGTH_TOLERANCE`` × ``target``
+    (what a model's answer may reach, SPEC §5.2) — else two words and the label."""
     if not an.clauses:
         return text.strip()[: max(target, 0)]
-    plain = _select(an, target, with_prefix=False)
-    window = _window(an, _best_clause(an, target), target)
-    # Whole clauses, unless the best clause cut to the target keeps more (a small target that
-    # the clauses holding the names do not fit whole).
-    if plain is None or _kept_weight(an, window) > plain[1]:
-        out = window
-    else:
-        out = _render(an, plain[0], with_prefix=False)
-        if allow_prefix and any(an.prefixes):
-            prefixed = _select(an, target, with_prefix=True)
-            # Role labels go before content: keep them only when they cost no content.
-            if prefixed is not None and prefixed[1] >= plain[1]:
-                out = _render(an, prefixed[0], with_prefix=True)
-    if len(out) > target:  # pragma: no cover - defensive; the selection above fits
-        out = out[:target]
-    if not out.strip():
-        out = text.strip()[:target]
-    return out
+    limit = math.floor(LENGTH_TOLERANCE * target)
+    pairs = _pairs(an)
+    candidates: list[str] = []
+    for budget in (target, limit):
+        plain = _select(an, budget)
+        if plain is not None and plain[0]:
+            rendered = _render(an, plain[0])
+            if all(len(_word_spans(body)) >= 2 for _, body in _lines(an, plain[0])):
+                candidates.append(rendered)
+            else:
+                plain = None  # a line of one word: not a gist
+        window = _labelled_window(an, budget)
+        if window is not None:
+            candidates.append(window)
+        fitting = [p for p in pairs if len(p[1]) <= budget]
+        if fitting:
+            candidates.append(max(fitting, key=lambda p: (p[0], -len(p[1])))[1])
+        if plain is not None or window is not None:
+            break  # clauses fit: the pairs of the larger budget are no better
+    if candidates:
+        return max(candidates, key=lambda c: (_kept_weight(an, c), -len(c)))
+    # No gist this short (the manager forgets such a node before asking: shortest_length):
+    # the weightiest two words, without the label, cut to fit.
+    best = max(pairs, key=lambda p: p[0], default=None)
+    if best is None:
+        return text.strip()[:limit]
+    return _cut_to(best[2], limit).strip() or text.strip()[:limit]
 
 
 def _phrase(an: _Analysis) -> str:
@@ -507,7 +630,10 @@ def _phrase(an: _Analysis) -> str:
     ``_PHRASE_MIN`` characters), cut to ``PHRASE_MAX`` characters."""
     if not an.clauses:
         return ""
-    out = " ".join(_render(an, range(len(an.clauses)), with_prefix=False).split())
+    by_msg: dict[int, list[str]] = {}
+    for c in an.clauses:
+        by_msg.setdefault(c.msg, []).append(c.text)
+    out = " ".join("\n".join(filter(None, map(_render_body, by_msg.values()))).split())
     if len(out) > PHRASE_MAX:
         best = _best_clause(an, PHRASE_MAX)
         lo = hi = best
@@ -536,14 +662,18 @@ def _phrase(an: _Analysis) -> str:
 
 #: Marks that join two words into one ("long-term", "Tom's"): no cut on either side of them.
 _JOINERS = frozenset("-'’‐‑")
+#: Marks inside a number, a time or a date ("6,000", "4:30", "2.5", "12/15"): no cut there.
+_NUMBER_JOINERS = frozenset(",.:/")
 
 
 def _word_bounds(s: str) -> set[int]:
     """Offsets in ``s`` where a cut splits no word (jieba decides inside Han runs); a hyphen or
-    apostrophe between two letters or digits is inside its word."""
+    apostrophe between two letters or digits is inside its word, and so is a comma, point,
+    colon or slash between two digits."""
     joined = {
         i for i in range(1, len(s) - 1)
-        if s[i] in _JOINERS and is_word_char(s[i - 1]) and is_word_char(s[i + 1])
+        if (s[i] in _JOINERS and is_word_char(s[i - 1]) and is_word_char(s[i + 1]))
+        or (s[i] in _NUMBER_JOINERS and s[i - 1].isdigit() and s[i + 1].isdigit())
     }
     bounds = {
         i
@@ -715,6 +845,13 @@ class HeuristicModel:
             content = _compress(an, text, target_length)
         return Processed(content=content, phrase=_phrase(an), keywords=keywords)
 
+    def shortest_length(self, text: str) -> int:
+        """The fewest characters a shortening of ``text`` keeps a gist in: who said it and two
+        neighbouring words (the text's own length when it has no two words to keep). The
+        manager forgets a node whose target leaves less room than this (SPEC §5.2 step 5)."""
+        an = _analyze(text)
+        return min((len(g) for _, g, _ in _pairs(an)), default=len(text.strip()))
+
     def process_batch(self, texts: list[str]) -> list[Processed]:
         """``process`` of each text, in order (same results as the single calls)."""
         return [self.process(t) for t in texts]
@@ -722,16 +859,21 @@ class HeuristicModel:
     # -- relation ------------------------------------------------------------------------
 
     def relation(self, node_content: str, focus_content: str) -> str:
-        """One of :data:`RELATIONS`, or "" when the two texts share no content word."""
+        """One of :data:`RELATIONS` when the node's content is mostly Chinese, else the same
+        relation in :data:`ENGLISH_RELATIONS` (SPEC §5.4 v3: names in the content's language);
+        "" when the two texts share no content word."""
         node = _analyze(node_content)
         focus = _analyze(focus_content)
         if not node.token_set & focus.token_set:
             return ""
         if focus.question and not node.has_question_mark:
-            return "回应"
-        if any(set(k.split(" ")) <= node.token_set for k in focus.keywords):
-            return "提到"
-        return "涉及"
+            kind = 0
+        elif any(set(k.split(" ")) <= node.token_set for k in focus.keywords):
+            kind = 1
+        else:
+            kind = 2
+        names = RELATIONS if is_cjk_text(strip_role_prefixes(node_content)) else ENGLISH_RELATIONS
+        return names[kind]
 
     def relation_batch(self, pairs: list[tuple[str, str]]) -> list[str]:
         """``relation(node, focus)`` of each pair, in order (same results as single calls)."""
