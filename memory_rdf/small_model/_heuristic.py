@@ -592,14 +592,18 @@ def _pairs(an: _Analysis) -> list[tuple[float, str, str]]:
 def _compress(an: _Analysis, text: str, target: int) -> str:
     """Whole clauses, or the best clause cut to fit when that keeps more (a small target that
     the clauses holding the names do not fit whole), each line with its speaker's label and
-    two words at least, in ``target`` characters — else in ``LENGTH_TOLERANCE`` × ``target``
-    (what a model's answer may reach, SPEC §5.2) — else two words and the label."""
+    two words at least, in ``target`` characters and the label's (at most
+    ``LENGTH_TOLERANCE`` × ``target``, what a model's answer may reach, SPEC §5.2) — else in
+    that most — else two words and the label."""
     if not an.clauses:
         return text.strip()[: max(target, 0)]
     limit = math.floor(LENGTH_TOLERANCE * target)
     pairs = _pairs(an)
     candidates: list[str] = []
-    for budget in (target, limit):
+    # Who said it is not content: its label may take what the tolerance leaves above the
+    # target, so the words kept are what the target alone would keep.
+    first = min(limit, target + max(map(len, an.labels), default=0))
+    for budget in (first, limit):
         plain = _select(an, budget)
         if plain is not None and plain[0]:
             rendered = _render(an, plain[0])
