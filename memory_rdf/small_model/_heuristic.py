@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from memory_rdf._resources import data_text
 from memory_rdf._text import (
+    CHINESE_STOP_WORDS,
     ENGLISH_STOP_WORDS,
     HAN,
     ROLE_NAMES,
@@ -583,6 +584,9 @@ def _pairs(an: _Analysis) -> list[tuple[float, str, str]]:
             return an.term_weights.get(normalize(text[span[0] : span[1]]).lower(), 0.0)
 
         for a in range(len(spans) - 1):
+            opener = text[spans[a][0] : spans[a][1]]
+            if opener in CHINESE_STOP_WORDS:
+                continue  # "的 UPDATE" does not read
             if w(spans[a]) or w(spans[a + 1]):
                 words = text[spans[a][0] : spans[a + 1][1]]
                 out.append((w(spans[a]) + w(spans[a + 1]), an.labels[c.msg] + words, words))
