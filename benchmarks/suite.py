@@ -277,11 +277,10 @@ class SizeRun:
             step(name)
 
         self.step = stepped
-        # The peers write every perception entry with the Chinese templates (SPEC §5.4 v2 lets
-        # a config fix one language): the texts stay comparable.
+        # The peers write every entry undated, with the Chinese templates (SPEC §5.4 v3 lets
+        # templates fix one language): the texts stay comparable.
         self.config = Config(auto_compress=False, max_queue_size=1_000_000,
-                             templates=Templates(forgotten_named_en=None,
-                                                 forgotten_unnamed_en=None))
+                             templates=Templates(memory="[记忆] {content}", language="zh"))
         self.out: dict[str, Any] = {"nodes_generated": size, "engines": {}, "recall": [],
                                     "metrics": {}, "mismatches": [], "errors": []}
         self.peers: list[Peer] = []
@@ -530,7 +529,8 @@ class SizeRun:
 
         def oxi_recall(q: Query) -> str:
             rels = None if q.relations is None else list(q.relations)
-            return mem.recall(list(q.keywords), relations=rels, depth=q.depth, max_chars=0)
+            return mem.recall(list(q.keywords), relations=rels, depth=q.depth, max_chars=0,
+                              entry="focus")
 
         inline: list[tuple[str, Callable[[Query], str]]] = [
             (OXI_SEARCH, oxi_search), (OXI_RECALL, oxi_recall)]
@@ -586,7 +586,7 @@ class SizeRun:
         row["identical"] = True
         for name, text in texts.items():
             same = text == reference
-            if not same and name == OXI_RECALL and len(row["keywords"]) >= 2:
+            if not same and name in (OXI_SEARCH, OXI_RECALL) and row["keywords"]:
                 same = _same_ranked(reference or "", text, row["limit"], self.config)
             row["engines"][name]["identical"] = same
             if not same:
@@ -879,8 +879,9 @@ def _skipped(name: str, skip: Sequence[str]) -> bool:
 
 
 def _same_ranked(reference: str, ranked: str, limit: int, config: Config) -> bool:
-    """The public recall ranks the results of a query with two keywords or more (SPEC §5.4
-    v2), so it is checked against the walk's answer as a multiset of entries; when the walk
+    """The library ranks the results of a query with keywords (SPEC §5.4 v2: two keywords or
+    more; v3: of results that match alike, the later said first), so it is checked against the
+    walk's answer as a multiset of entries; when the walk
     stopped at ``limit`` results, the ranked list may hold other matches of the walk: then the
     same number of entries is what is checked."""
     sep = config.templates.entry_separator

@@ -5,7 +5,7 @@
 >>> with MemoryManager("agent_001", data_dir=tempfile.mkdtemp()) as mem:
 ...     mem.remember([{"role": "user", "content": "下周三发布 v2.0，张伟负责 JWT 登录"}])
 ...     print(mem.recall(["JWT"]))
-[记忆] user: 下周三发布 v2.0，张伟负责 JWT 登录
+[记忆 ...] user: 下周三发布 v2.0，张伟负责 JWT 登录
 """
 
 from memory_rdf import backup, inspect

@@ -8,62 +8,112 @@ from typing import Any
 
 from memory_rdf._exceptions import ConfigError
 from memory_rdf._query_guard import MAX_TIMEOUT
+from memory_rdf._text import LANGUAGES
 
 #: Longest backoff between model attempts accepted in a :class:`Config` (seconds).
 MAX_RETRY_DELAY = 3600.0
 
 
+#: The built-in templates of an entry in Chinese and in English (SPEC §5.4 v3).
+_CHINESE = {
+    "memory": "[记忆 {date}] {content}",
+    "forgotten_named": "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆（{relations}），我想不起来了",
+    "forgotten_unnamed": "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆，我想不起来了",
+    "relation_separator": "、",
+}
+_ENGLISH = {
+    "memory": "[memory {date}] {content}",
+    "forgotten_named": (
+        "[memory] \u201c{phrase}\u201d is still linked to a memory I have forgotten "
+        "({relations}); I cannot recall it"
+    ),
+    "forgotten_unnamed": (
+        "[memory] \u201c{phrase}\u201d is still linked to a memory I have forgotten; "
+        "I cannot recall it"
+    ),
+    "relation_separator": ", ",
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Templates:
-    """Text templates of recall output (SPEC §5.4). ``Templates.english()`` gives an English set.
+    """Text templates of recall output (SPEC §5.4 v3).
 
-    A perception entry (a result's forgotten links) is written in the language of the result's
-    content: ``forgotten_named`` / ``forgotten_unnamed`` / ``relation_separator`` for Chinese
-    text, the ``*_en`` fields for any other; ``forgotten_named_en=None`` (and
-    ``forgotten_unnamed_en=None``) uses the Chinese-text templates for every result. The
-    ``[记忆]`` marker that starts every entry is the same in both.
+    Each entry is written in its own language (``Config.language``: by default the language
+    of the result's content, Han text Chinese, otherwise English): the plain fields
+    (``memory``, ``forgotten_named``, ``forgotten_unnamed``, ``relation_separator``) for
+    Chinese, the ``*_en`` fields for English. An ``*_en`` field left None follows its plain
+    field: the built-in English text while the plain field is the built-in Chinese one, else
+    the plain field itself — so a template set by the user is used in both languages unless
+    its ``*_en`` is set too. ``Templates.english()`` / ``Templates.chinese()`` write every
+    entry in one language.
+
+    ``memory`` is filled with ``{content}``, ``{date}`` (the day the content was said — its
+    said time where known, else its creation time — as YYYY-MM-DD, UTC), ``{said_at}`` (that
+    time in full, ISO 8601) and ``{created_at}`` (ISO 8601); the perception entries with
+    ``{phrase}`` and ``{relations}`` (names in the entry's language, joined by the separator).
+
+    >>> Templates().memory, Templates().for_language(chinese=False).memory
+    ('[记忆 {date}] {content}', '[memory {date}] {content}')
+    >>> Templates(memory="[{said_at}] {content}").for_language(chinese=False).memory
+    '[{said_at}] {content}'
     """
 
-    memory: str = "[记忆] {content}"
-    forgotten_named: str = (
-        "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆（{relations}），我想不起来了"
-    )
-    forgotten_unnamed: str = "[记忆] 「{phrase}」还关联着一段已经遗忘的记忆，我想不起来了"
-    relation_separator: str = "、"
+    memory: str = _CHINESE["memory"]
+    forgotten_named: str = _CHINESE["forgotten_named"]
+    forgotten_unnamed: str = _CHINESE["forgotten_unnamed"]
+    relation_separator: str = _CHINESE["relation_separator"]
     entry_separator: str = "\n---\n"
-    forgotten_named_en: str | None = (
-        "[记忆] \u201c{phrase}\u201d is still linked to a memory I have forgotten "
-        "({relations}); I cannot recall it"
-    )
-    forgotten_unnamed_en: str | None = (
-        "[记忆] \u201c{phrase}\u201d is still linked to a memory I have forgotten; "
-        "I cannot recall it"
-    )
-    relation_separator_en: str = ", "
+    memory_en: str | None = None
+    forgotten_named_en: str | None = None
+    forgotten_unnamed_en: str | None = None
+    relation_separator_en: str | None = None
+    #: "zh" / "en": every entry in that language (relation names included), whatever
+    #: ``Config.language`` says; None: ``Config.language`` decides.
+    language: str | None = None
 
     @classmethod
     def english(cls) -> Templates:
-        return cls(
-            memory="[memory] {content}",
-            forgotten_named=(
-                "[memory] \u201c{phrase}\u201d is still linked to a memory I have forgotten "
-                "({relations}); I cannot recall it"
-            ),
-            forgotten_unnamed=(
-                "[memory] \u201c{phrase}\u201d is still linked to a memory I have forgotten; "
-                "I cannot recall it"
-            ),
-            relation_separator=", ",
-            forgotten_named_en=None,
-            forgotten_unnamed_en=None,
-        )
+        """Every entry in English, whatever its content's language."""
+        return cls(**_ENGLISH, language="en")
+
+    @classmethod
+    def chinese(cls) -> Templates:
+        """Every entry in Chinese, whatever its content's language."""
+        return cls(**_CHINESE, language="zh")
+
+    def for_language(self, chinese: bool) -> EntryTemplates:
+        """The templates of an entry written in Chinese (``chinese=True``) or English."""
+        if self.language is not None:
+            chinese = self.language == "zh"
+        if chinese:
+            return EntryTemplates(self.memory, self.forgotten_named, self.forgotten_unnamed,
+                                  self.relation_separator, True)
+        picked: dict[str, str] = {}
+        for name in _ENGLISH:
+            own = getattr(self, f"{name}_en")
+            plain = getattr(self, name)
+            picked[name] = (own if own is not None
+                            else _ENGLISH[name] if plain == _CHINESE[name] else plain)
+        return EntryTemplates(**picked, chinese=False)
 
     def perception(self, chinese: bool) -> tuple[str, str, str]:
-        """``(named, unnamed, separator)`` of the perception entry for a result whose content
-        is (``chinese=True``) or is not Chinese text."""
-        if chinese or self.forgotten_named_en is None or self.forgotten_unnamed_en is None:
-            return self.forgotten_named, self.forgotten_unnamed, self.relation_separator
-        return self.forgotten_named_en, self.forgotten_unnamed_en, self.relation_separator_en
+        """``(named, unnamed, separator)`` of the perception entry for a result written in
+        Chinese (``chinese=True``) or English."""
+        t = self.for_language(chinese)
+        return t.forgotten_named, t.forgotten_unnamed, t.relation_separator
+
+
+@dataclass(frozen=True)
+class EntryTemplates:
+    """The templates of one language (:meth:`Templates.for_language`)."""
+
+    memory: str
+    forgotten_named: str
+    forgotten_unnamed: str
+    relation_separator: str
+    #: whether these are the Chinese side (relation names are shown in Chinese)
+    chinese: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +155,9 @@ class Config:
     #: None = when it fits a quarter of the memory available at open (~37 kB per node).
     read_mirror: bool | None = None
     templates: Templates = Templates()
+    #: The language of what the agent reads (SPEC §3, §5.4 v3): "auto" = each recall entry's
+    #: content decides (Han text Chinese, otherwise English); "zh" / "en" force one.
+    language: str = "auto"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -113,6 +166,10 @@ class Config:
                 if not isinstance(value, Templates):
                     raise ConfigError(f"templates must be a Templates, got {type(value).__name__}")
                 _check_templates(value)
+                continue
+            if f.name == "language":
+                if value not in LANGUAGES:
+                    raise ConfigError(f"language must be one of {LANGUAGES}, got {value!r}")
                 continue
             if f.name in ("auto_compress", "keyword_index"):
                 if not isinstance(value, bool):
@@ -197,7 +254,7 @@ def _check(ok: bool, message: str, value: object) -> None:
 
 #: The fields each template is filled with (recall formats them with exactly these).
 _TEMPLATE_FIELDS = {
-    "memory": {"content": "c"},
+    "memory": {"content": "c", "date": "d", "said_at": "s", "created_at": "t"},
     "forgotten_named": {"phrase": "p", "relations": "r"},
     "forgotten_unnamed": {"phrase": "p"},
     "relation_separator": None,
@@ -205,15 +262,20 @@ _TEMPLATE_FIELDS = {
     "forgotten_named_en": {"phrase": "p", "relations": "r"},
     "forgotten_unnamed_en": {"phrase": "p"},
     "relation_separator_en": None,
+    "memory_en": {"content": "c", "date": "d", "said_at": "s", "created_at": "t"},
 }
 
 
 def _check_templates(templates: Templates) -> None:
     """Each template formats with the fields recall gives it (issue 17: ``memory="{nope}"``
     passed, then every recall raised ``KeyError``)."""
+    if templates.language is not None and templates.language not in ("zh", "en"):
+        raise ConfigError(
+            f"templates.language must be None, 'zh' or 'en', got {templates.language!r}"
+        )
     for name, values in _TEMPLATE_FIELDS.items():
         text = getattr(templates, name)
-        if text is None and name.endswith("_en") and values is not None:
+        if text is None and name.endswith("_en"):
             continue
         if not isinstance(text, str):
             raise ConfigError(f"templates.{name} must be a str, got {type(text).__name__}")

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_rdf._exceptions import InvalidInputError
-from memory_rdf._nodes import chunks, importances
+from memory_rdf._nodes import NodeStore, chunks, importances
 from memory_rdf._store import MemoryStore, Term, lit, node_id, node_ref, render
+from memory_rdf._text import keyword_rules, significant_keywords
 from memory_rdf._types import parse_time
 
 #: Stand-ins for an open end of the window (the queries always compare against a bound).
@@ -32,6 +33,9 @@ class Window:
 
 
 _OPEN = Window(None, None)
+
+#: Candidate memories whose words a listing by keywords compares at a time.
+MATCH_CHUNK = 200
 
 
 def make_window(since: object, until: object) -> Window | None:
@@ -62,11 +66,12 @@ class Listing:
         limit: int | None,
         offset: int,
     ) -> list[dict[str, Any]]:
-        needles = [lit(k.lower()) for k in keywords] if keywords else None
-        name = "memories_matching" if needles else "memories"
-        query = render(name, keywords=needles, limit=limit, offset=offset or None,
-                       **(window or _OPEN).terms())
-        order = self._store.rows(query)
+        if keywords:
+            order = self._matching_page(keywords, window, limit, offset)
+        else:
+            query = render("memories", limit=limit, offset=offset or None,
+                           **(window or _OPEN).terms())
+            order = self._store.rows(query)
         ids = [node_id(r[0]) for r in order]
         details: dict[str, tuple[Any, ...]] = {}
         keywords_of: dict[str, list[str]] = {}
@@ -97,6 +102,32 @@ class Listing:
                 "pinned": bool(pinned),
             })
         return out
+
+    def _matching_page(
+        self,
+        keywords: Sequence[str],
+        window: Window | None,
+        limit: int | None,
+        offset: int,
+    ) -> list[tuple[Any, ...]]:
+        """One page of ``memories_matching.rq``'s rows, newest first, of the nodes that match
+        ``keywords`` as a recall matches (SPEC §5.4 v3 rule 4, :meth:`NodeStore.match_details`):
+        the store lists the nodes whose texts hold a needle, newest first; their words are
+        compared a chunk at a time until the page is full."""
+        rules = keyword_rules(significant_keywords(keywords))
+        needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
+        rows = self._store.rows(render("memories_matching", keywords=needles, limit=None,
+                                       offset=None, **(window or _OPEN).terms()))
+        nodes = NodeStore(self._store)
+        words = [r.text for r in rules]
+        kept: list[tuple[Any, ...]] = []
+        end = None if limit is None else offset + limit
+        for part in chunks(rows, MATCH_CHUNK):
+            matched = nodes.match_details([node_id(r[0]) for r in part], words)
+            kept.extend(r for r in part if node_id(r[0]) in matched)
+            if end is not None and len(kept) >= end:
+                break
+        return kept[offset:end]
 
     def in_window(self, ids: Sequence[str], window: Window) -> set[str]:
         """The ids said (or, without a said time, created) inside ``window``."""

@@ -60,6 +60,7 @@ from memory_rdf._store import (
     node_ref,
     triple,
 )
+from memory_rdf._text import significant_keywords
 from memory_rdf._types import (
     SmallModel,
     coerce_messages,
@@ -255,7 +256,7 @@ class MemoryManager:
     >>> with MemoryManager("demo", data_dir=tempfile.mkdtemp()) as mem:
     ...     mem.remember([{"role": "user", "content": "我们决定用 PostgreSQL 存订单数据"}])
     ...     print(mem.recall(["PostgreSQL"]))
-    [记忆] user: 我们决定用 PostgreSQL 存订单数据
+    [记忆 ...] user: 我们决定用 PostgreSQL 存订单数据
     """
 
     def __init__(
@@ -321,7 +322,8 @@ class MemoryManager:
                 self._focus = FocusManager(store, cfg.focus_limit)
                 self._journal = Journal(store)
                 self._metadata = Metadata(store, self.agent_id)
-                self._searcher = Searcher(self._nodes, self._links, cfg.templates, store)
+                self._searcher = Searcher(self._nodes, self._links, cfg.templates, store,
+                                          language=cfg.language)
                 self._listing = Listing(store, cfg.link_break_threshold)
                 fallback = HeuristicModel()
                 self._compressor = Compressor(
@@ -608,7 +610,7 @@ class MemoryManager:
         relations: Sequence[str] | None = None,
         depth: int | None = None,
         timeout: float | None = None,
-        entry: str = "focus",
+        entry: str = "both",
         *,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
@@ -617,12 +619,17 @@ class MemoryManager:
     ) -> str:
         """Recall memories that match ``keywords`` (SPEC §5.4, §5.5, §5.6).
 
-        ``entry="focus"`` (default) walks from the focus only; ``"keywords"`` starts from the
-        nodes whose index terms best match the keywords (BM25 over ``memory:term``);
-        ``"both"`` uses both kinds of seeds. The nodes reached that match are ranked by
-        relevance (more of the keywords, rarer ones, ones among the node's own keywords, a
-        stronger path; with one keyword or none, the walk's best-first order) and returned as
-        plain text: at most ``limit`` entries (None: ``Config.max_search_results``; 0 =
+        ``entry="both"`` (default) starts from the focus and from the nodes whose index terms
+        best match the keywords (BM25 over ``memory:term``; with ``Config(keyword_index=False)``
+        the focus alone); ``"focus"`` walks from the focus only (SPEC §5.4's original walk);
+        ``"keywords"`` from the keyword entry only. A keyword matches a node by its words
+        (English by stem: "budgets" finds "budget"; Chinese as a substring); stop words such as
+        "in" or "的" are left out unless every keyword is one. The nodes reached that match are
+        ranked by relevance (more of the keywords, rarer ones, ones among the node's own
+        keywords, a stronger path; with one keyword or none, the walk's best-first order); of
+        two that match alike, the one said later comes first. Each entry is dated (the day its
+        content was said) and written in its content's language (``Config.language``). The
+        text is at most ``limit`` entries (None: ``Config.max_search_results``; 0 =
         unlimited) within ``max_chars`` characters (None: ``Config.recall_max_chars``; 0 =
         unlimited), the first entry always whole. ``since`` / ``until`` (a ``datetime`` or an
         ISO 8601 string, naive = UTC) keep only results said (``memory:saidAt``) or, without a
@@ -699,7 +706,7 @@ class MemoryManager:
         relations: Sequence[str] | None = None,
         depth: int | None = None,
         timeout: float | None = None,
-        entry: str = "focus",
+        entry: str = "both",
         *,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
@@ -744,7 +751,7 @@ class MemoryManager:
         relations: Sequence[str] | None = None,
         depth: int | None = None,
         timeout: float | None = None,
-        entry: str = "focus",
+        entry: str = "both",
         *,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
@@ -858,6 +865,7 @@ class MemoryManager:
         keyword weighs the same in the ranking.
         """
         self._check_open()
+        keywords = significant_keywords(keywords)  # SPEC §5.4 v3 rule 4: stop words left out
         seeds: list[Seed] = []
         if entry in ("focus", "both"):
             seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self._focus.ids())]
@@ -901,8 +909,9 @@ class MemoryManager:
         no timestamp), ``scan_count``, ``original_length``, ``importance`` (the sum of its
         live links' strengths, SPEC §5.2), ``in_focus`` and ``pinned`` (SPEC §5.6 v3).
         "Newest" is the said time where known, else the creation time. ``keywords`` keeps the
-        nodes that match one of them as recall matches (a case-insensitive substring of the
-        content or of a keyword);
+        nodes that match one of them as recall matches (SPEC §5.4 v3 rule 4: an English keyword
+        by the stem of a word of the content or of a keyword, a Chinese one as a substring; stop
+        words left out unless every keyword is one);
         ``since`` / ``until`` (``datetime`` or ISO 8601 string, naive = UTC) keep those said
         or created in ``[since, until)``; ``limit`` (None = all) and ``offset`` page.
         Runs after the agent's earlier tasks (per-agent FIFO), so it sees earlier remembers.

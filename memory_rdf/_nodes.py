@@ -5,9 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypeVar
 
 from memory_rdf import _vocab as V
 from memory_rdf._store import MemoryStore, Term, WriteBatch, lit, node_id, node_ref, render, triple
+from memory_rdf._text import keyword_rules
+
+T = TypeVar("T")
 
 #: Largest VALUES list per query: bigger lists made Oxigraph pick a bad plan (SPEC §7).
 CHUNK = 500
@@ -35,7 +39,7 @@ def importances(store: MemoryStore, refs: Sequence[Term], threshold: Term) -> di
     return {node_id(iri): round(float(value or 0.0), 9) for iri, value in store.rows(query)}
 
 
-def chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[Sequence[str]]:
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterable[Sequence[T]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
@@ -119,28 +123,40 @@ class NodeStore:
             batch.insert(triple(ref, V.PINNED, lit(True)) for ref in refs)
 
     def matching(self, ids: Sequence[str], keywords: Sequence[str]) -> set[str]:
-        """The ids whose content or a keyword contains one of ``keywords`` (case-insensitive)."""
-        needles = [lit(k.lower()) for k in keywords]
-        out: set[str] = set()
-        for part in chunks(ids):
-            query = render("matching_nodes", nodes=[node_ref(i) for i in part], keywords=needles)
-            out.update(node_id(iri) for iri in self._store.column(query))
-        return out
+        """The ids that match one of ``keywords`` (SPEC §5.4 v3 rule 4,
+        :class:`~memory_rdf._text.KeywordRule`): a Latin-script keyword by the stems of the
+        words of the node's content or of one of its keywords, a Han one as a
+        case-insensitive substring. Only Han keywords: the store answers alone."""
+        rules = keyword_rules(keywords)
+        if all(r.han for r in rules):
+            needles = [lit(r.text) for r in rules]
+            out: set[str] = set()
+            for part in chunks(ids):
+                query = render(
+                    "matching_nodes", nodes=[node_ref(i) for i in part], keywords=needles
+                )
+                out.update(node_id(iri) for iri in self._store.column(query))
+            return out
+        return set(self.match_details(ids, keywords))
 
     def match_details(self, ids: Sequence[str], keywords: Sequence[str]) -> dict[str, Match]:
-        """``id → Match`` for the ids that match (SPEC §5.4 step 4): the indices of the
-        ``keywords`` found (case-insensitively) in the node's content or keywords, and those
-        found in one of its own keywords. Same matching set as :meth:`matching`."""
-        lowered = [k.lower() for k in keywords]
-        needles = [lit(k) for k in lowered]
+        """``id → Match`` for the ids that match (SPEC §5.4 v3 rule 4): the indices of the
+        ``keywords`` the node's content or one of its keywords matches, and those one of its
+        own keywords matches. Same matching set as :meth:`matching`. The store returns the
+        texts that hold one of the rules' needles (lower-cased), which are then compared
+        word by word here."""
+        rules = keyword_rules(keywords)
+        needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
         found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
         for part in chunks(ids):
             query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needles)
             for iri, text, own in self._store.rows(query):
+                hit = {i for i, r in enumerate(rules) if r.matches(text)}
+                if not hit:
+                    continue
                 matched, owned, contents, keywords = found.setdefault(
                     node_id(iri), (set(), set(), [], [])
                 )
-                hit = {i for i, k in enumerate(lowered) if k in text}
                 matched |= hit
                 if own:
                     owned |= hit
@@ -151,6 +167,27 @@ class NodeStore:
             nid: Match(frozenset(m), frozenset(o), " ".join(c), tuple(sorted(k)))
             for nid, (m, o, c, k) in found.items()
         }
+
+    def dates(self, ids: Sequence[str]) -> dict[str, tuple[datetime | None, datetime]]:
+        """``id → (said_at or None, created_at)`` of the given live nodes (SPEC §5.4 v3)."""
+        out: dict[str, tuple[datetime | None, datetime]] = {}
+        for part in chunks(ids):
+            query = render("node_dates", nodes=[node_ref(i) for i in part])
+            for iri, created, said in self._store.rows(query):
+                out[node_id(iri)] = (said, created)
+        return out
+
+    def entries(
+        self, ids: Sequence[str]
+    ) -> dict[str, tuple[str, str, datetime | None, datetime]]:
+        """``id → (content, phrase, said_at or None, created_at)``: what a recall entry shows
+        of each given live node (SPEC §5.4 v3; missing ids are absent)."""
+        out: dict[str, tuple[str, str, datetime | None, datetime]] = {}
+        for part in chunks(ids):
+            query = render("node_entries", nodes=[node_ref(i) for i in part])
+            for iri, content, phrase, created, said in self._store.rows(query):
+                out[node_id(iri)] = (content, phrase, said, created)
+        return out
 
     def get(self, nid: str) -> NodeData | None:
         """One node with all its properties, or None when it does not exist."""

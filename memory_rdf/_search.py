@@ -21,15 +21,24 @@ import functools
 import heapq
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from memory_rdf._config import Templates
+from memory_rdf._config import EntryTemplates, Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._store import MemoryStore, lit, node_id, render
-from memory_rdf._text import ENGLISH_WORD, is_cjk_text, stem, tokenize, tokenize_for_index
+from memory_rdf._text import (
+    ENGLISH_WORD,
+    relation_display,
+    relation_forms,
+    stem,
+    tokenize,
+    tokenize_for_index,
+    writes_chinese,
+)
 
 #: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
 #: while their document frequencies fit in this budget (the rarest always is, its postings
@@ -63,6 +72,11 @@ SUBSTRING_CREDIT = 0.5
 #: Ranking: the exponent of path strength in the score (0 = match quality alone, ties by the
 #: walk's order; 1 = match quality × path strength).
 STRENGTH_EXPONENT = 0.1
+#: Current facts first (SPEC §5.4 v3, :func:`current_first`): two results match a recall
+#: alike when they match the same keywords and their path strengths lie
+#: in the same band of this factor ((1/F^(b+1), 1/F^b]: with 4, every seed at a quarter of
+#: the best keyword score or more is alike a focus node).
+ALIKE_BAND = 4.0
 #: Question marks: a result whose text holds one asks something, and within a budget its
 #: reply follows it (:meth:`Searcher.render`).
 QUESTION_MARKS = ("?", "？")
@@ -209,16 +223,45 @@ def walk(
     return hits
 
 
+def strength_band(strength: float) -> int:
+    """The band of a path strength (:data:`ALIKE_BAND`): 0 for (1/F, 1], 1 for (1/F², 1/F], …"""
+    if strength >= 1.0:
+        return 0
+    if strength <= 0.0:
+        return 1 << 30
+    return int(math.floor(math.log(strength) / -math.log(ALIKE_BAND) + 1e-9))
+
+
+def _credits(
+    m: Match, stems: Sequence[frozenset[str]], n: int
+) -> tuple[float, ...]:
+    """The credit of each of ``n`` keywords for one matched node (see :func:`rank`)."""
+    words = rank_words(" ".join((m.content, *m.keywords))) if stems else frozenset()
+    out = []
+    for k in range(n):
+        terms = stems[k] if k < len(stems) else frozenset()
+        if terms and terms <= words:
+            out.append(1.0)
+        elif k in m.matched:
+            out.append(SUBSTRING_CREDIT if terms else 1.0)
+        else:
+            out.append(0.0)
+    return tuple(out)
+
+
 def rank(
     hits: Sequence[Hit],
     details: dict[str, Match],
     weights: Sequence[float],
     keywords: Sequence[str] = (),
-) -> list[Hit]:
-    """The walk's results ordered by relevance (SPEC §5.4 v2), best first:
+) -> tuple[list[Hit], list[Hashable]]:
+    """The walk's results ordered by relevance (SPEC §5.4 v2), best first, and each one's
+    alike key (:func:`current_first`, SPEC §5.4 v3):
 
         credit(n, k) = 1                 when every term of k is a word of n (stemmed)
-                       SUBSTRING_CREDIT  when k is only a substring of n's text (§5.4 step 4)
+                       SUBSTRING_CREDIT  when n matches k (§5.4 v3 rule 4) otherwise: a Han
+                                         keyword inside a longer word, an English one by a
+                                         part of a joined word ("gpt" in "gpt-4")
                        0                 otherwise
         match(n) = Σ_k w(k) · credit(n, k) · (1 + OWN_BONUS · [k in n's own keywords])
                    / Σ_k w(k) · (1 + OWN_BONUS)
@@ -226,37 +269,89 @@ def rank(
 
     The terms of k are its query terms (:func:`query_terms`), the words of n the terms of its
     matching content and own keywords (:func:`rank_words`), both stemmed (:func:`stem`); a
-    keyword without terms (stop words only) gets credit 1 when it is a substring. w(k) is
+    keyword without terms (stop words only) gets credit 1 when it matches. w(k) is
     the keyword's rarity (:func:`keyword_weight`), strength(n) the path strength. The sort is
     stable on the walk's best-first order, so when every result matches equally (the same
     credits, own or not) the order is the walk's, ties included: the score is then a
     non-decreasing function of path strength, which the walk's order never increases.
     Measured choices (benchmarks/RECALL.md): word match over substring, stems, the bonus and
     the exponent; BM25's term frequency and length normalization were left out.
+
+    The alike key of a result is the set of keywords it matches (however: own keyword or
+    not, whole word or part) and its path strength's band (:func:`strength_band`): results
+    with equal keys match the query alike (:func:`current_first`).
     """
     total = sum(w * (1 + OWN_BONUS) for w in weights) or 1.0
     stems = [frozenset(stem(t) for t in query_terms([k])) for k in keywords]
-
-    def score(hit: Hit) -> float:
+    scores: list[float] = []
+    keys: list[Hashable] = []
+    for hit in hits:
         m = details.get(hit.node)
         if m is None:  # pragma: no cover - every hit matched
-            return 0.0
-        words = rank_words(" ".join((m.content, *m.keywords))) if stems else frozenset()
-        quality = 0.0
-        for k, w in enumerate(weights):
-            terms = stems[k] if k < len(stems) else frozenset()
-            if terms and terms <= words:
-                credit = 1.0
-            elif k in m.matched:
-                credit = SUBSTRING_CREDIT if terms else 1.0
-            else:
-                continue
-            quality += w * credit * (1 + (OWN_BONUS if k in m.own else 0.0))
-        return quality / total * hit.strength**STRENGTH_EXPONENT
-
-    scores = [score(h) for h in hits]
+            scores.append(0.0)
+            keys.append(None)
+            continue
+        credits = _credits(m, stems, len(weights))
+        quality = sum(
+            w * c * (1 + (OWN_BONUS if k in m.own else 0.0))
+            for k, (w, c) in enumerate(zip(weights, credits, strict=True))
+        )
+        scores.append(quality / total * hit.strength**STRENGTH_EXPONENT)
+        keys.append((frozenset(m.matched), strength_band(hit.strength)))
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
-    return [hits[i] for i in order]
+    return [hits[i] for i in order], [keys[i] for i in order]
+
+
+def current_first(
+    hits: Sequence[Hit],
+    keys: Sequence[Hashable],
+    dates: Callable[[list[str]], dict[str, tuple[datetime | None, datetime]]],
+) -> list[Hit]:
+    """Current facts first (SPEC §5.4 v3): among results that match the query alike (equal
+    ``keys``: the same keywords matched, path strengths in the same
+    :data:`ALIKE_BAND` band — :func:`rank`; with one keyword, the band alone; a recall
+    without keywords has no query to match and keeps the walk's order), the one
+    said later (``said_at``, else ``created_at``) takes the first of their places; the places
+    each set of alike results holds in the ranked order do not change, so every other
+    pair keeps its order. Dates are read (``dates``) only for results that have an alike
+    partner. Equal times keep the ranked order."""
+    groups: dict[Hashable, list[int]] = {}
+    for i, key in enumerate(keys):
+        groups.setdefault(key, []).append(i)
+    shared = [members for members in groups.values() if len(members) > 1]
+    if not shared:
+        return list(hits)
+    when = dates([hits[i].node for members in shared for i in members])
+
+    def said(i: int) -> float:
+        said_at, created = when.get(hits[i].node, (None, None))
+        moment = said_at or created
+        return _utc(moment).timestamp() if isinstance(moment, datetime) else -math.inf
+
+    out = list(hits)
+    for members in shared:
+        latest_first = sorted(members, key=lambda i: (-said(i), i))
+        for place, i in zip(members, latest_first, strict=True):
+            out[place] = hits[i]
+    return out
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def entry_fields(content: str, said_at: datetime | None, created_at: datetime) -> dict[str, str]:
+    """What a memory entry's template is filled with (SPEC §5.4 v3): ``content``, ``date``
+    (YYYY-MM-DD, UTC, of the said time where known, else the creation time), ``said_at`` (that
+    time, ISO 8601) and ``created_at`` (ISO 8601)."""
+    created = _utc(created_at) if isinstance(created_at, datetime) else None
+    said = _utc(said_at) if isinstance(said_at, datetime) else created
+    return {
+        "content": content,
+        "date": said.date().isoformat() if said is not None else "",
+        "said_at": said.isoformat() if said is not None else "",
+        "created_at": created.isoformat() if created is not None else "",
+    }
 
 
 @dataclass(frozen=True)
@@ -289,10 +384,12 @@ class Searcher:
         links: LinkStore,
         templates: Templates,
         store: MemoryStore | None = None,
+        language: str = "auto",
     ) -> None:
         self._nodes = nodes
         self._links = links
         self._templates = templates
+        self._language = templates.language or language
         # The keyword entry reads the term index itself; by default through the node store's
         # agent store (the same store, the same thread).
         self._store: MemoryStore = store if store is not None else nodes._store
@@ -455,6 +552,8 @@ class Searcher:
         ``limit`` entries (0 = unlimited) and ``max_chars`` characters (None = unlimited)."""
         if not seeds:
             return ""
+        if relations is not None:
+            relations = relation_forms(relations)  # SPEC §5.4 v3: either form of a name
         graph = self.fetch(seeds, depth, relations)
         ranked = weights is not None and len(keywords) >= 2
         details: dict[str, Match] = {}
@@ -467,15 +566,19 @@ class Searcher:
             # SPEC §5.6: nodes outside [since, until) are walked through, never returned.
             timely = self._listing.in_window(graph.reached, window)
             matches = timely if matches is None else matches & timely
+        keys: list[Hashable]
         if ranked:
             assert weights is not None
-            hits = rank(
+            hits, keys = rank(
                 walk(seeds, graph.adjacency, matches, depth, 0), details, weights, keywords
             )
-            if limit:
-                hits = hits[:limit]
         else:
             hits = walk(seeds, graph.adjacency, matches, depth, limit)
+            keys = [strength_band(h.strength) for h in hits]
+        if keywords:  # without keywords there is no query to match alike: the walk's order
+            hits = current_first(hits, keys, self._nodes.dates)
+        if ranked and limit:
+            hits = hits[:limit]
         # Reply context only where the order is the ranking's and a budget decides how much
         # is read: a ranked recall within max_chars, without a time window (SPEC §5.6).
         replies = ranked and max_chars is not None and window is None
@@ -500,11 +603,15 @@ class Searcher:
         ``replies``: a result that asks something (its text holds a question mark) is
         followed by its reply — the node that came right after it (:meth:`LinkStore.replies`:
         its "下文", or the first node of the next remember linked to it) — as one more
-        ``[记忆]`` entry after the result's own entries, unless that node was shown already;
+        memory entry after the result's own entries, unless that node was shown already;
         a node shown as a reply is not shown again as a result. Reply entries count toward
         ``max_chars`` like any entry, not toward the results' ``limit``. (On conversations the
         answer to a question is often the next turn, which shares none of the question's
-        words: benchmarks/RECALL.md.)"""
+        words: benchmarks/RECALL.md.)
+
+        Each entry is written in its content's language (SPEC §5.4 v3, :func:`writes_chinese`
+        under ``Config.language``): the memory entry dated (:func:`entry_fields`), the
+        perception entry's relation names in their display form (:func:`relation_display`)."""
         t = self._templates
         sep = len(t.entry_separator)
         apart = keep_apart(t.entry_separator)
@@ -522,9 +629,19 @@ class Searcher:
             return True
 
         shown: set[str] = set()
+        language = self._language
+
+        def memory_entry(row: tuple[str, str, datetime | None, datetime]) -> tuple[str, bool]:
+            content, _, said_at, created_at = row
+            chinese = writes_chinese(content, language)
+            text = t.for_language(chinese).memory.format(
+                **entry_fields(content, said_at, created_at)
+            )
+            return text, chinese
+
         for start in range(0, len(results), RENDER_CHUNK):
             part = [nid for nid in results[start : start + RENDER_CHUNK] if nid not in shown]
-            texts = self._nodes.texts(part)
+            texts = self._nodes.entries(part)
             dangling = {nid: graph.dangling[nid] for nid in part if nid in graph.dangling}
             todo = [nid for nid in part if nid not in graph.adjacency]
             if todo:
@@ -534,26 +651,33 @@ class Searcher:
                 asking = [n for n in part if n in texts and asks(texts[n][0])]
                 reply = self._links.replies(asking, relations) if asking else {}
                 wanted = [r for r in dict.fromkeys(reply.values()) if r not in texts]
-                texts.update(self._nodes.texts(wanted) if wanted else {})
+                texts.update(self._nodes.entries(wanted) if wanted else {})
             for nid in part:
                 if nid not in texts or nid in shown:  # a result is a live node; or shown
                     continue
-                content, phrase = texts[nid]
-                if not take(t.memory.format(content=content)):
+                entry, chinese = memory_entry(texts[nid])
+                if not take(entry):
                     return t.entry_separator.join(entries)
                 shown.add(nid)
-                if nid in dangling:
-                    named, unnamed, joiner = t.perception(is_cjk_text(content))
-                    names = [r for r in dict.fromkeys(dangling[nid]) if r]
-                    if names:
-                        entry = named.format(phrase=phrase, relations=joiner.join(names))
-                    else:
-                        entry = unnamed.format(phrase=phrase)
-                    if not take(entry):
-                        return t.entry_separator.join(entries)
+                if nid in dangling and not take(
+                    perception(t.for_language(chinese), texts[nid][1], dangling[nid])
+                ):
+                    return t.entry_separator.join(entries)
                 after = reply.get(nid)
                 if after is not None and after not in shown and after in texts:
-                    if not take(t.memory.format(content=texts[after][0])):
+                    if not take(memory_entry(texts[after])[0]):
                         return t.entry_separator.join(entries)
                     shown.add(after)
         return t.entry_separator.join(entries)
+
+
+def perception(t: EntryTemplates, phrase: str, relations: Sequence[str]) -> str:
+    """The perception entry of a result with live dangling links of these relations
+    (SPEC §5.4): the names in the entry's language, each once; the unnamed form when none has
+    a name."""
+    names = [
+        n for n in dict.fromkeys(relation_display(r, t.chinese) for r in relations if r)
+    ]
+    if names:
+        return t.forgotten_named.format(phrase=phrase, relations=t.relation_separator.join(names))
+    return t.forgotten_unnamed.format(phrase=phrase)

@@ -14,6 +14,7 @@ import threading
 import unicodedata
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -361,3 +362,186 @@ def is_word_char(ch: str) -> bool:
 
 def is_han(ch: str) -> bool:
     return _HAN_RE.match(ch) is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Language of what the agent reads (SPEC §3 ``language``, §5.4 v3)
+# ---------------------------------------------------------------------------------------------
+
+#: ``Config.language`` values: "auto" = each entry's content decides; "zh" / "en" force one.
+LANGUAGES = ("auto", "zh", "en")
+
+#: The display forms of the built-in relation names (SPEC §5.4 v3), Chinese → English: the
+#: one table of them. Stored names stay as the model gave them (the chain links of §5.1 are
+#: always "上文" / "下文"); recall shows each in the entry's language, and ``relations=``
+#: accepts either form (:func:`relation_forms`).
+RELATION_NAMES: dict[str, str] = {
+    "上文": "previous",
+    "下文": "next",
+    "回应": "answers",
+    "提到": "mentions",
+    "涉及": "relates to",
+}
+_RELATION_CHINESE = {en: zh for zh, en in RELATION_NAMES.items()}
+
+
+def writes_chinese(content: str, language: str = "auto") -> bool:
+    """Whether an entry about ``content`` is written in Chinese: ``language`` "zh" / "en"
+    force it; "auto" = the content is mostly Han text (:func:`is_cjk_text`).
+
+    >>> writes_chinese("用户喜欢乌龙茶"), writes_chinese("The user likes oolong tea")
+    (True, False)
+    >>> writes_chinese("The user likes oolong tea", "zh")
+    True
+    """
+    if language == "zh":
+        return True
+    if language == "en":
+        return False
+    return is_cjk_text(content)
+
+
+def relation_display(name: str, chinese: bool) -> str:
+    """A relation name as shown in an entry of that language: a built-in name in either form
+    becomes the form of the language (:data:`RELATION_NAMES`); any other name is as stored.
+
+    >>> relation_display("提到", chinese=False), relation_display("answers", chinese=True)
+    ('mentions', '回应')
+    """
+    if chinese:
+        return _RELATION_CHINESE.get(name, name)
+    return RELATION_NAMES.get(name, name)
+
+
+def relation_forms(names: Iterable[str]) -> list[str]:
+    """The names with the other form of every built-in one added (SPEC §5.4 v3:
+    ``relations=["next"]`` follows the stored "下文" links, and the other way round).
+
+    >>> relation_forms(["next", "custom"])
+    ['next', '下文', 'custom']
+    """
+    out: dict[str, None] = {}
+    for name in names:
+        out[name] = None
+        other = RELATION_NAMES.get(name) or _RELATION_CHINESE.get(name)
+        if other is not None:
+            out[other] = None
+    return list(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching recall keywords (SPEC §5.4 v3 rule 4)
+# ---------------------------------------------------------------------------------------------
+
+_JOINERS_RE = re.compile(r"[.\-_'+#]+")
+#: Stems (Snowball English) some of whose words do not contain the stem's root
+#: (:func:`_root`): the stemmer's exception list ("dying" → "die", "skies" → "sky").
+_STEM_EXTRA_NEEDLES = {"die": ("dying",), "lie": ("lying",), "tie": ("tying",),
+                       "sky": ("skies",)}
+
+
+def _word_stems(word: str) -> list[str]:
+    """The stems a Latin token stands for: its own, and those of its parts when it is joined
+    ("gpt-4" → "gpt-4", "gpt", "4"; "node.js" → "node.js", "node", "js")."""
+    if word.endswith("'s") and len(word) > 2:
+        word = word[:-2]
+    out = [stem(word)]
+    if _JOINERS_RE.search(word):
+        out.extend(stem(p) for p in _JOINERS_RE.split(word) if p)
+    return out
+
+
+@lru_cache(maxsize=16384)
+def word_stems(text: str) -> frozenset[str]:
+    """The stems of every Latin-script word of ``text`` (stop words included: a recall made
+    only of stop words matches by them), lower-cased and normalized, joined words also by
+    their parts (:func:`_word_stems`). Han text adds nothing (it matches as substrings).
+    Cached by text: the same nodes are matched again by later recalls."""
+    out: set[str] = set()
+    for m in _SCAN_RE.finditer(normalize(text).lower()):
+        word = m.group(2)
+        if word is not None:
+            out.update(_word_stems(word))
+    return frozenset(out)
+
+
+def _root(word_stem: str) -> tuple[str, ...]:
+    """Substrings one of which every word with this stem contains, lower-cased: what a
+    store's ``CONTAINS`` filter can look for before the words are compared. The Snowball
+    stem is its words' beginning except where the stemmer rewrote an ending ("happy" →
+    "happi", "hoping" → "hope", "possibility" → "possibl"): those letters are cut."""
+    if not ENGLISH_WORD.fullmatch(word_stem):
+        return (word_stem,)
+    root = word_stem
+    if len(root) > 2 and root[-1] in "ie":
+        root = root[:-1]
+    if len(root) > 2 and root.endswith("bl"):
+        root = root[:-1]
+    return (root, *_STEM_EXTRA_NEEDLES.get(word_stem, ()))
+
+
+@dataclass(frozen=True)
+class KeywordRule:
+    """How one recall keyword matches a node's text (SPEC §5.4 v3 rule 4).
+
+    ``han``: the keyword holds Han script and matches as a case-insensitive substring
+    (``text``); otherwise every one of its words (``stems``: stop words dropped unless it
+    has no other word) must be a word of the text by stem (:func:`word_stems`); a keyword
+    with no word at all (punctuation) matches as a substring. ``needles``: lower-cased
+    substrings one of which every matching text holds (a store-side prefilter)."""
+
+    text: str
+    han: bool
+    stems: frozenset[str]
+    needles: tuple[str, ...]
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` (a node's content or one of its keywords) matches."""
+        if self.han or not self.stems:
+            return self.text in text.lower()
+        return self.stems <= word_stems(text)
+
+
+def is_stop_keyword(keyword: str) -> bool:
+    """A keyword that is only stop words (or punctuation) of its language: "in", "we",
+    "的", "我们"."""
+    return not tokenize(keyword)
+
+
+def significant_keywords(keywords: Iterable[str]) -> list[str]:
+    """The keywords a recall or listing matches by (SPEC §5.4 v3 rule 4): blank ones and stop
+    words left out, unless every keyword is one (then all the non-blank ones).
+
+    >>> significant_keywords(["Where", "are", "we", "staying", "in", "Kyoto"])
+    ['staying', 'Kyoto']
+    >>> significant_keywords(["in", "we"])
+    ['in', 'we']
+    """
+    given = [k for k in keywords if k.strip()]
+    kept = [k for k in given if not is_stop_keyword(k)]
+    return kept or given
+
+
+@lru_cache(maxsize=4096)
+def keyword_rule(keyword: str) -> KeywordRule:
+    """The :class:`KeywordRule` of one keyword (cached)."""
+    low = normalize(keyword).lower().strip()
+    if _HAN_RE.search(low):
+        return KeywordRule(low, True, frozenset(), (low,))
+    words = [m.group(2) for m in _SCAN_RE.finditer(low) if m.group(2) is not None]
+    content = [w for w in words if _latin(w) is not None] or words
+    stems: set[str] = set()
+    needles: tuple[str, ...] = (low,)
+    for word in content:
+        own = stem(word[:-2] if word.endswith("'s") and len(word) > 2 else word)
+        stems.add(own)
+        roots = _root(own)
+        if len(roots[0]) >= len(needles[0]) or needles == (low,):
+            needles = roots
+    if not stems:
+        return KeywordRule(low, False, frozenset(), (low,))
+    return KeywordRule(low, False, frozenset(stems), needles)
+
+
+def keyword_rules(keywords: Iterable[str]) -> list[KeywordRule]:
+    return [keyword_rule(k) for k in keywords]

@@ -16,7 +16,7 @@ makes a new agent of it, in any data directory.
 1
 >>> with MemoryManager("agent_008", data_dir=data) as mem:
 ...     print(mem.recall(["PostgreSQL"]))
-[记忆] user: PostgreSQL 存订单
+[记忆 ...] user: PostgreSQL 存订单
 """
 
 from __future__ import annotations

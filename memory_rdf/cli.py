@@ -428,15 +428,18 @@ def _report_failures(agent: str, stats: dict[str, Any], failed_before: int, err:
               help="Follow only links with this relation name (repeatable).")
 @click.option("--depth", "-d", type=click.IntRange(min=0), default=None,
               help="Hops from the entry nodes (default: the config's default_search_depth).")
-@click.option("--entry", type=click.Choice(["focus", "keywords", "both"]), default="focus",
-              show_default=True, help="Where the walk starts (SPEC §5.5).")
+@click.option("--entry", type=click.Choice(["focus", "keywords", "both"]), default="both",
+              show_default=True,
+              help="Where the walk starts (SPEC §5.5): the focus and the keyword entry "
+                   "(both), the focus only, or the keyword entry only.")
 @click.option("--limit", type=click.IntRange(min=0), default=None,
               help="Most entries (default: the config's max_search_results, 100; 0 = unlimited).")
 @click.option("--max-chars", type=click.IntRange(min=0), default=None,
               help="Longest text in characters (default: the config's recall_max_chars, 2000; "
                    "0 = unlimited). The first entry is always printed whole.")
 @click.option("--english", is_flag=True,
-              help="English templates ([memory] …) instead of the default Chinese ([记忆] …).")
+              help="Every entry in English ([memory 2024-05-01] …); by default each entry is "
+                   "in its content's language.")
 @_since_until_options
 @_data_dir_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
@@ -1251,7 +1254,9 @@ def validate(agent: str, data_dir: Where) -> None:
               help="Longest a recall, memories or forget call waits behind the agent's "
                    "earlier work (e.g. a remember waiting for the model) before it answers a "
                    "tool error saying so; 0 = no limit.")
-@click.option("--english", is_flag=True, help="Recall with the English templates ([memory]).")
+@click.option("--english", is_flag=True,
+              help="Every recall entry in English ([memory …]); by default each entry is in "
+                   "its content's language.")
 @_data_dir_option
 @click.pass_context
 def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: str, host: str,

@@ -44,7 +44,7 @@ _DEMO_RECALLS: dict[str, list[tuple[str, list[str], dict[str, Any]]]] = {
     "zh": [
         ("JWT 的 token 有效期是多久？（最近聊过）", ["JWT"], {}),
         ("支付回调超时的 bug 是怎么修的？", ["RabbitMQ"], {}),
-        ("要不要给我点咖啡？只从焦点出发（默认深度 2）", ["咖啡"], {}),
+        ("要不要给我点咖啡？只从焦点出发（默认深度 2）", ["咖啡"], {"entry": "focus"}),
         ("同一个问题，从关键词入口找旧记忆", ["咖啡"], {"entry": "keywords"}),
         ("项目总预算是多少？（三个月前启动会上说的，早已遗忘）", ["预算"], {"entry": "both"}),
     ],
@@ -52,7 +52,8 @@ _DEMO_RECALLS: dict[str, list[tuple[str, list[str], dict[str, Any]]]] = {
         ("How long does a login last? (talked about recently)", ["JWT"], {}),
         ("How did we fix the webhook timeouts? (shortened by now)", ["webhook"],
          {"entry": "both"}),
-        ("Coffee tonight? From the focus only (default depth 2)", ["coffee"], {}),
+        ("Coffee tonight? From the focus only (default depth 2)", ["coffee"],
+         {"entry": "focus"}),
         ("The same question, through the keyword entry", ["coffee"], {"entry": "keywords"}),
         ("What was the budget? (said at the kickoff, long forgotten)", ["budget"],
          {"entry": "both"}),

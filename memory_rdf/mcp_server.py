@@ -62,7 +62,7 @@ MCP_MISSING = (
 )
 
 INSTRUCTIONS = (
-    "Long-term memory. Call recall (with entry='both' for older facts) before answering "
+    "Long-term memory. Call recall before answering "
     "anything that may depend on earlier conversations; call remember with what is worth "
     "keeping from the conversation (facts, decisions, preferences, plans)."
 )

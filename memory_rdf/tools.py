@@ -16,7 +16,7 @@ server, :mod:`memory_rdf.mcp_server`) serves the same tools.
 ...                     {"messages": [{"role": "user", "content": "My cat is called Miso"}]}))
 ...     print(call_tool(mem, "recall", '{"keywords": ["cat"]}'))
 {"status": "accepted", "agent_id": "bot", "messages": 1}
-[记忆] user: My cat is called Miso
+[memory ...] user: My cat is called Miso
 """
 
 from __future__ import annotations
@@ -276,25 +276,29 @@ _TOOLS: tuple[_Tool, ...] = (
             "Recall from long-term memory what relates to some keywords. Use it before "
             "answering anything that may depend on earlier conversations (the user's "
             "preferences, past decisions, names, plans). Returns plain text: one entry per "
-            "memory, separated by lines of '---', each starting with a marker such as [记忆]; "
-            "an entry may say that a related memory was forgotten. Returns "
-            f"'{NOTHING_RECALLED}' when nothing matches. By default the search starts from what "
-            "was discussed most recently; use entry='both' to also find older memories by their "
-            "words."
+            "memory, separated by lines of '---', each starting with a marker and the day it "
+            "was said, such as [memory 2024-05-01] (or [记忆 2024-05-01] for Chinese text); "
+            "of two memories that match alike, the one said later comes first. "
+            "An entry may say that a related memory was forgotten. Returns "
+            f"'{NOTHING_RECALLED}' when nothing matches. By default the search starts both "
+            "from what was discussed most recently and from the memories whose words best "
+            "match, so older facts are found too."
         ),
         properties={
             "keywords": {
                 **_STRING_LIST,
                 "description": "Words or short phrases to look for, in the language of the "
-                               "memories (e.g. [\"JWT\", \"login\"]). A memory matches when one "
-                               "of them occurs in it (case-insensitive), so give base forms or "
-                               "stems: \"vacation\" matches \"vacations\", \"vacationed\" "
-                               "does not match \"vacation\". An empty list returns every memory "
-                               "reached.",
+                               "memories (e.g. [\"JWT\", \"login\"]). A memory matches when it "
+                               "holds one of them as a word, in any form (case-insensitive: "
+                               "\"vacation\" matches \"vacations\" and \"vacationed\"; "
+                               "Chinese words as written). Words such as \"in\" or \"we\" are "
+                               "ignored. An empty list returns every memory reached.",
             },
             "relations": {
                 **_STRING_LIST,
-                "description": "Follow only links with these relation names. Usually left out.",
+                "description": "Follow only links with these relation names (English or "
+                               "Chinese: \"next\" or \"下文\", \"previous\" or \"上文\"). "
+                               "Usually left out.",
             },
             "depth": {
                 "type": "integer", "minimum": 0,
@@ -303,9 +307,10 @@ _TOOLS: tuple[_Tool, ...] = (
             },
             "entry": {
                 "type": "string", "enum": ["focus", "keywords", "both"],
-                "description": "Where the search starts: 'focus' (default) = the memories "
-                               "discussed most recently; 'keywords' = the memories whose words "
-                               "best match the keywords; 'both' = both (best for older facts).",
+                "description": "Where the search starts: 'both' (default) = the memories "
+                               "discussed most recently and those whose words best match the "
+                               "keywords; 'focus' = only the memories discussed most recently; "
+                               "'keywords' = only those whose words best match.",
             },
             "since": _time_bound("since"),
             "until": _time_bound("until"),
@@ -327,14 +332,15 @@ _TOOLS: tuple[_Tool, ...] = (
             "(short summary), keywords, created_at, said_at (when it was said, or null), "
             "scan_count, original_length, importance, in_focus and pinned. Use it to see what is "
             "remembered about something, to cite or page through memories, or to find the ids "
-            "to pass to forget. Filters: keywords (a memory matches when one occurs in its "
-            "text or keywords, case-insensitive), since/until; page with limit and offset."
+            "to pass to forget. Filters: keywords (a memory matches when it holds one as a "
+            "word in any form, case-insensitive, as recall matches), since/until; page with "
+            "limit and offset."
         ),
         properties={
             "keywords": {
                 **_STRING_LIST,
-                "description": "Only memories containing one of these words (case-insensitive). "
-                               "Leave out for all memories.",
+                "description": "Only memories holding one of these words, in any form "
+                               "(case-insensitive). Leave out for all memories.",
             },
             "since": _time_bound("since"),
             "until": _time_bound("until"),

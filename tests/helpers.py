@@ -8,6 +8,7 @@ characters as phrase and the upper-case words as keywords; ``relation`` answers 
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import sys
@@ -214,3 +215,12 @@ def derived_index(disk: ox.Store) -> set[str]:
     fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
     _store.build_index(fresh)
     return index(fresh)
+
+
+_DATED = re.compile(r"^\[(记忆|memory) \d{4}-\d{2}-\d{2}\] ", re.MULTILINE)
+
+
+def undated(text: str) -> str:
+    """A recall text with the day taken out of every entry's first bracket (SPEC §5.4 v3:
+    ``[memory 2024-05-01] …`` → ``[memory] …``), for tests about what is recalled, not when."""
+    return _DATED.sub(lambda m: f"[{m.group(1)}] ", text)

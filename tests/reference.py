@@ -19,7 +19,11 @@ Modelling decisions where the SPEC leaves room (they match the implementation):
 * a compression result is accepted when its content is non-empty and at most
   1.25 × target characters; the caller's ``process_fn`` returns the already normalised
   (stripped) ``(content, phrase, keywords)``;
-* importance is summed over the touching links in ``(source, target)`` order.
+* importance is summed over the touching links in ``(source, target)`` order;
+* recall (SPEC §5.4 v3): the entry's memory template is given ``content`` only (the property
+  tests set a template without ``{date}``: the reference keeps no clock); with keywords, of
+  the results in one path-strength band (a factor of 4: ``(1/4^(b+1), 1/4^b]``) the later
+  created comes first, in the places the band's results hold in the walk's order.
 """
 
 from __future__ import annotations
@@ -29,8 +33,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import snowballstemmer  # type: ignore[import-untyped]
+
 from memory_rdf import Config
-from memory_rdf._text import is_cjk_text
+from memory_rdf._text import ENGLISH_STOP_WORDS, is_cjk_text
+
+_STEM = snowballstemmer.stemmer("english")
+#: SPEC §5.4 v3: the display forms of the built-in relation names.
+DISPLAY = {"上文": "previous", "下文": "next", "回应": "answers", "提到": "mentions",
+           "涉及": "relates to"}
 
 NEXT = "下文"  # link i → i+1 (SPEC §5.1 step 3)
 PREVIOUS = "上文"  # link i+1 → i
@@ -129,14 +140,28 @@ class Reference:
     # -- §5.4 ----------------------------------------------------------------------------------
 
     def _passes(self, relation: str, relations: Sequence[str] | None) -> bool:
-        return relations is None or (relation != "" and relation in relations)
+        if relations is None:
+            return True
+        forms = {*relations, *(DISPLAY.get(r, "") for r in relations)}
+        forms |= {zh for zh, en in DISPLAY.items() if en in relations}
+        return relation != "" and relation in forms
 
     def _matches(self, nid: str, keywords: Sequence[str]) -> bool:
+        """SPEC §5.4 v3 rule 4, for the Latin words of the property tests: the keyword's words
+        (stop words left out unless it has no other) are words of one of the node's texts, by
+        their Snowball stems."""
         if not keywords:
             return True
         node = self.nodes[nid]
-        texts = [node["content"].lower(), *(k.lower() for k in node["keywords"])]
-        return any(k in text for k in keywords for text in texts)
+        texts = [node["content"], *node["keywords"]]
+        stems = [{_STEM.stemWord(w) for w in t.lower().split()} for t in texts]
+        for k in keywords:
+            words = k.lower().split()
+            words = [w for w in words if w not in ENGLISH_STOP_WORDS] or words
+            wanted = {_STEM.stemWord(w) for w in words}
+            if any(wanted <= have for have in stems):
+                return True
+        return False
 
     def recall(
         self, keywords: Sequence[str], relations: Sequence[str] | None, depth: int
@@ -144,12 +169,15 @@ class Reference:
         cfg = self.config
         threshold, limit = cfg.link_break_threshold, cfg.max_search_results
         needles = [k.strip().lower() for k in keywords if k.strip()]
+        significant = [k for k in needles if k not in ENGLISH_STOP_WORDS]
+        needles = significant or needles
         # (−path strength, seed rank (0 = newest focus), discovery order, node, hop)
         heap = [(-1.0, rank, rank, nid, 0) for rank, nid in enumerate(self.focus_ids())]
         heapq.heapify(heap)
         discovered = len(heap)
         visited: set[str] = set()
         results: list[str] = []
+        strengths: list[float] = []
         while heap:
             neg, rank, _, nid, hop = heapq.heappop(heap)
             if nid in visited:
@@ -157,6 +185,7 @@ class Reference:
             visited.add(nid)
             if self._matches(nid, needles):
                 results.append(nid)
+                strengths.append(-neg)
                 if limit and len(results) >= limit:
                     break
             if hop < depth:
@@ -169,7 +198,16 @@ class Reference:
                 for target, strength in out:
                     heapq.heappush(heap, (neg * strength, rank, discovered, target, hop + 1))
                     discovered += 1
-        return self.render(results, relations)
+        bands: dict[int, list[int]] = {}
+        for i, strength in enumerate(strengths):
+            band = 0 if strength >= 1 else math.floor(math.log(strength) / -math.log(4) + 1e-9)
+            bands.setdefault(band, []).append(i)
+        ordered = list(results)
+        for places in bands.values() if needles else ():
+            latest = sorted(places, key=lambda i: -self.nodes[results[i]]["created"])
+            for place, i in zip(places, latest, strict=True):
+                ordered[place] = results[i]
+        return self.render(ordered, relations)
 
     def render(self, results: Sequence[str], relations: Sequence[str] | None) -> str:
         t = self.config.templates
@@ -185,9 +223,12 @@ class Reference:
             )
             if not dangling:
                 continue
-            names = [rel for rel in dict.fromkeys(rel for _, rel in dangling) if rel]
-            # SPEC §5.4 v2: the perception entry in the language of the result's content
-            named, unnamed, joiner = t.perception(is_cjk_text(node["content"]))
+            # SPEC §5.4 v3: the perception entry in the language of the result's content, the
+            # relation names in their display form
+            chinese = is_cjk_text(node["content"])
+            shown = [rel if chinese else DISPLAY.get(rel, rel) for _, rel in dangling]
+            names = [rel for rel in dict.fromkeys(shown) if rel]
+            named, unnamed, joiner = t.perception(chinese)
             if names:
                 entries.append(named.format(phrase=node["phrase"], relations=joiner.join(names)))
             else:

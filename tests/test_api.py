@@ -39,6 +39,7 @@ from helpers import (
     read_in_another_thread,
     remember,
     say,
+    undated,
 )
 
 
@@ -163,7 +164,7 @@ def test_two_ids_that_reach_one_directory_are_refused(tmp_path: Path,
     assert _files(data / "Alice") == before  # nothing was opened, nothing written
     (data / "alice").unlink()
     with MemoryManager("Alice", data_dir=data, config=FAST, model=model) as mem:
-        assert mem.recall(["note"]) == "[记忆] Alice's private note"
+        assert undated(mem.recall(["note"])) == "[memory] Alice's private note"
 
 
 def test_a_store_linked_from_elsewhere_is_still_its_agents_own(
@@ -178,7 +179,7 @@ def test_a_store_linked_from_elsewhere_is_still_its_agents_own(
     data.mkdir()
     os.symlink(elsewhere / "bob", data / "bob")
     with MemoryManager("bob", data_dir=data, config=FAST, model=model) as mem:
-        assert mem.recall(["note"]) == "[记忆] Bob's note"
+        assert undated(mem.recall(["note"])) == "[memory] Bob's note"
 
 
 def test_ids_windows_cannot_keep_are_refused_there_only(monkeypatch: pytest.MonkeyPatch,
@@ -222,7 +223,7 @@ def test_an_id_is_written_in_composed_unicode(tmp_path: Path, model: ScriptedMod
     # under the decomposed spelling of its name.
     os.symlink("café", data / unicodedata.normalize("NFD", "café"))
     with MemoryManager("café", data_dir=data, config=FAST, model=model) as mem:
-        assert mem.recall(["café"]) == "[记忆] un café noir"
+        assert undated(mem.recall(["café"])) == "[memory] un café noir"
 
 
 def test_store_layout_one_directory_per_agent(tmp_path: Path, model: ScriptedModel) -> None:
@@ -253,8 +254,8 @@ def test_two_agents_in_one_system_are_isolated(tmp_path: Path, model: ScriptedMo
         assert system.agent("agent_a") is a
         a.remember(say("alpha secret"))
         b.remember(say("beta secret"))
-        assert a.recall(["secret"]) == "[记忆] alpha secret"
-        assert b.recall(["secret"]) == "[记忆] beta secret"
+        assert undated(a.recall(["secret"])) == "[memory] alpha secret"
+        assert undated(b.recall(["secret"])) == "[memory] beta secret"
         assert a.stats()["nodes"] == b.stats()["nodes"] == 1
         assert a.sparql("ASK { ?n memory:content \"beta secret\" }") is False
         assert sorted(system.agents()) == ["agent_a", "agent_b"]

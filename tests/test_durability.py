@@ -58,7 +58,7 @@ from memory_rdf._journal import Journal
 from memory_rdf._store import AgentStore, node_id
 from memory_rdf._vocab import SCHEMA_VERSION
 
-from helpers import FAST, ScriptedModel, say
+from helpers import FAST, ScriptedModel, say, undated
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = "https://w3id.org/memory-rdf/node/"
@@ -300,7 +300,7 @@ def _recover_durable(data_dir: Path) -> None:
         store.close()
     with MemoryManager("durable", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
         assert mem.wait_idle(30)
-        assert mem.recall(["launch code"]) == f"[记忆] {DURABLE[0]}"
+        assert undated(mem.recall(["launch code"])) == f"[memory] {DURABLE[0]}"
         assert mem._journal.tasks() == []
         rows = select(mem, "SELECT ?c ?t WHERE { ?n memory:content ?c ; memory:createdAt ?t }")
         order = [r["c"] for r in sorted(rows, key=lambda r: r["t"])]
@@ -489,7 +489,7 @@ def test_store_held_by_another_process(data_dir: Path) -> None:
                            model=ScriptedModel()) as mem:
             assert time.monotonic() - start < 2.0  # at once, no waiting for the lock
             assert child.proc.poll() is None  # the child process is still alive
-            assert mem.recall(["child"]) == "[记忆] held by the child"
+            assert undated(mem.recall(["child"])) == "[memory] held by the child"
     finally:
         child.kill9()
 
@@ -558,7 +558,7 @@ def test_failed_task_survives_reopen_then_retry_and_discard(data_dir: Path) -> N
     assert mem.retry_failed() == 1
     assert mem.wait_idle(30)
     assert mem.stats()["failed_tasks"] == 0
-    assert mem.recall(["keep"]) == "[记忆] keep this one"
+    assert undated(mem.recall(["keep"])) == "[memory] keep this one"
     mem.close()
 
     mem = open_with(ScriptedModel(fail={"segment": -1}))
@@ -576,7 +576,7 @@ def test_failed_task_survives_reopen_then_retry_and_discard(data_dir: Path) -> N
     assert mem.wait_idle(30)
     st = mem.stats()
     assert (st["failed_tasks"], st["nodes"]) == (0, 1)  # the discard was durable
-    assert mem.recall([], depth=3) == "[记忆] keep this one"
+    assert undated(mem.recall([], depth=3)) == "[memory] keep this one"
     mem.close()
 
 
@@ -611,7 +611,7 @@ def test_crash_inside_retry_failed_loses_no_task(data_dir: Path) -> None:
     again = MemoryManager("retry", data_dir=data_dir, config=FAST, model=ScriptedModel())
     with again:
         assert again.wait_idle(30)
-        assert again.recall([], depth=0) == "[记忆] a memory that must not be lost"
+        assert undated(again.recall([], depth=0)) == "[memory] a memory that must not be lost"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -704,8 +704,9 @@ def test_faulty_models_never_stop_the_scheduler_or_lose_a_remember(data_dir: Pat
                 mem.remember(say(text))
                 accepted[name].append(tag)
             # the healthy agent is served at once although the others retry and back off
-            assert agents["healthy"].recall([f"healthy-{i:03d}"], timeout=10).startswith(
-                f"[记忆] Thealthy-{i:03d}")
+            # a keyword matches whole words (SPEC §5.4 v3): the tag, as written
+            assert undated(agents["healthy"].recall([f"Thealthy-{i:03d}"], timeout=10)).startswith(
+                f"[memory] Thealthy-{i:03d}")
             for mem in agents.values():
                 assert isinstance(mem.recall(["part"], timeout=30), str)
         for mem in agents.values():
@@ -746,7 +747,7 @@ def test_faulty_models_never_stop_the_scheduler_or_lose_a_remember(data_dir: Pat
         assert system._scheduler._thread.is_alive()
         agents["healthy"].remember(say("Tlate-000 still served"))
         assert agents["healthy"].recall(["still served"], timeout=30) == \
-            "[记忆] Tlate-000 still served"
+            "[memory] Tlate-000 still served"
 
 
 # ---------------------------------------------------------------------------------------------

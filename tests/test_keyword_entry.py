@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from memory_rdf import Config, MemoryManager
+from memory_rdf import Config, MemoryManager, Templates
 from memory_rdf import _search as search
 from memory_rdf._text import index_terms, tokenize
 
@@ -21,6 +21,23 @@ from helpers import FAST, ScriptedModel, remember
 BACKENDS = ("embedded", "endpoint")
 
 SEP = "\n---\n"
+
+
+#: Entries marked as before SPEC §5.4 v3, undated and in one language (dated, language-following
+#: entries: test_recall_text.py).
+UNDATED = Templates(memory="[记忆] {content}")
+
+
+@pytest.fixture
+def make_manager(make_manager):  # type: ignore[no-untyped-def]
+    """The shared fixture, with :data:`UNDATED` entries unless a test sets its templates."""
+
+    def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:
+        if config.templates == Templates():
+            config = config.replace(templates=UNDATED)
+        return make_manager(agent, config=config, **kw)  # type: ignore[no-any-return]
+
+    return make
 
 
 def entries(*contents: str) -> str:
@@ -115,13 +132,14 @@ def test_old_memory_found_by_keywords_not_by_focus(make_manager) -> None:
     remember(mem, OLD_EN)
     for filler in FILLERS:
         remember(mem, filler)
-    assert mem.recall(["retention"], depth=2) == ""
+    assert mem.recall(["retention"], depth=2, entry="focus") == ""
     assert mem.recall(["retention"], depth=2, entry="focus") == ""
     assert mem.recall(["retention"], depth=2, entry="keywords") == entries(OLD_EN)
     assert mem.recall(["Kafka", "retention"], depth=0, entry="keywords") == entries(OLD_EN)
-    # The entry only seeds the walk: matching is still the §5.4 substring rule (the term
-    # "retention" seeds the node; "retention days" is no substring of it).
-    assert mem.recall(["retention days"], depth=0, entry="keywords") == ""
+    # The entry only seeds the walk: matching is still §5.4 rule 4 (v3: by words, every word of
+    # a keyword a word of the node — "retention days" matches, "retention week" does not).
+    assert mem.recall(["retention days"], depth=0, entry="keywords") == entries(OLD_EN)
+    assert mem.recall(["retention week"], depth=0, entry="keywords") == ""
 
 
 @pytest.fixture
@@ -180,8 +198,10 @@ def test_entry_modes_and_both_merges_best_first(kafka: MemoryManager) -> None:
     )
     # Strengths: keyword seeds O1 1.0, D 0.42, F 0.38, O2 0.34 (previous test); the focus F
     # 1.0 reaches D at 0.5 and the last filler at 1.0. Depth 1.
-    assert kafka.recall(["Kafka", "retention"], depth=1) == entries(f, d)
-    assert kafka.recall(["Kafka", "retention"], depth=1, entry="keywords") == entries(o1, d, f, o2)
+    assert kafka.recall(["Kafka", "retention"], depth=1, entry="focus") == entries(f, d)
+    # keywords: O1 matches both keywords; D, F and O2 one each, at path strengths within a
+    # factor of 4: alike, the later said first (SPEC §5.4 v3)
+    assert kafka.recall(["Kafka", "retention"], depth=1, entry="keywords") == entries(o1, f, d, o2)
     # both: F (focus, 1.0, rank 0) · O1 (keyword, 1.0, after the focus) · D via the focus at
     # 0.5 (its own seed, 0.42, comes later) · O2 (keyword, 0.34) is the walk's order; ranked
     # (SPEC §5.4 v2), O1 matches both keywords and comes first, the rest match one each and
@@ -191,7 +211,8 @@ def test_entry_modes_and_both_merges_best_first(kafka: MemoryManager) -> None:
     assert kafka.recall(["retention"], depth=1, entry="both") == entries(o1)
     # no keywords: every reached node matches; no query terms means no keyword seeds
     assert kafka.recall([], depth=0, entry="keywords") == ""
-    assert kafka.recall([], depth=0, entry="both") == kafka.recall([], depth=0) == entries(f)
+    assert kafka.recall([], depth=0, entry="both") == kafka.recall([], depth=0, entry="focus")
+    assert kafka.recall([], depth=0) == entries(f)
 
 
 def test_max_entry_nodes_limits_the_seeds(make_manager, kafka: MemoryManager) -> None:
@@ -212,7 +233,7 @@ def test_chinese_and_english_queries(make_manager) -> None:
     for i in range(30):
         remember(mem, f"今天中午吃{i}号套餐")
     for keywords in (["订单"], ["订单数据"], ["PostgreSQL"], ["postgresql", "订单"]):
-        assert mem.recall(keywords, depth=2) == "", keywords
+        assert mem.recall(keywords, depth=2, entry="focus") == "", keywords
         assert mem.recall(keywords, depth=0, entry="keywords") == entries(OLD_ZH), keywords
     # "午开" is no word, so no index term: only the old node is a seed; the walk reaches
     # its neighbour segment (下文, 0.5), which matches "午开" as a substring.
@@ -242,7 +263,7 @@ def test_a_part_of_a_chinese_compound_finds_the_node(make_manager) -> None:
     for i in range(30):
         remember(mem, f"车子今天洗了{i}次")  # distractors: 车子, 洗, no plate
     for keywords in (["车牌"], ["车牌号"], ["牌号"], ["车牌", "登记"]):
-        assert mem.recall(keywords, depth=2) == "", keywords
+        assert mem.recall(keywords, depth=2, entry="focus") == "", keywords
         assert mem.recall(keywords, depth=0, entry="keywords") == entries(plate), keywords
     assert mem.recall(["开会"], depth=0, entry="keywords") == entries(meeting)
     # memory:termCount counts the search-mode terms (stop words dropped, duplicates once)
@@ -257,12 +278,21 @@ def test_a_part_of_a_chinese_compound_finds_the_node(make_manager) -> None:
     assert mem.recall(["retention"], depth=0, entry="keywords") == ""
 
 
-def test_focus_entry_is_unchanged(kafka: MemoryManager) -> None:
+def test_the_default_entry_is_both(kafka: MemoryManager, make_manager) -> None:
+    """SPEC §5.5 v3: "both" with the keyword index on, the focus alone with it off."""
     for keywords in ([], ["Kafka"], ["lunch", "retention"]):
         for depth in (0, 1, 3):
-            assert kafka.recall(keywords, depth=depth, entry="focus") == kafka.recall(
+            assert kafka.recall(keywords, depth=depth, entry="both") == kafka.recall(
                 keywords, depth=depth
             )
+    assert kafka.recall(["retention"], depth=0) == entries(OLD_EN)
+    assert kafka.recall(["retention"], depth=0, entry="focus") == ""
+    plain = make_manager("plain", config=FAST.replace(keyword_index=False))
+    remember(plain, OLD_EN)
+    remember(plain, "x1 | x2 | x3 | x4 | x5 | x6")
+    assert plain.recall(["retention"], depth=0) == plain.recall(
+        ["retention"], depth=0, entry="focus"
+    ) == ""
 
 
 def test_recall_by_keywords_changes_nothing(kafka: MemoryManager) -> None:

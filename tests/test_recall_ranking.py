@@ -13,11 +13,28 @@ import pytest
 from memory_rdf import Config, ConfigError, MemoryManager, Templates
 
 from _graph import set_strength
-from helpers import FAST, ScriptedModel, remember
+from helpers import FAST, ScriptedModel, remember, undated
 
 BACKENDS = ("embedded", "endpoint")
 
 SEP = "\n---\n"
+
+
+#: Entries marked as before SPEC §5.4 v3, undated and in one language (dated, language-following
+#: entries: test_recall_text.py): the budgets below count these characters.
+UNDATED = Templates(memory="[记忆] {content}")
+
+
+@pytest.fixture
+def make_manager(make_manager):  # type: ignore[no-untyped-def]
+    """The shared fixture, with :data:`UNDATED` entries unless a test sets its templates."""
+
+    def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:
+        if config.templates == Templates():
+            config = config.replace(templates=UNDATED)
+        return make_manager(agent, config=config, **kw)  # type: ignore[no-any-return]
+
+    return make
 
 
 def entries(*contents: str) -> str:
@@ -39,21 +56,22 @@ def test_more_keywords_matched_outrank_fewer_at_equal_path_strength(mem: MemoryM
     )
 
 
-def test_equal_matches_keep_the_best_first_order_ties_included(make_manager) -> None:
+def test_equal_matches_in_one_band_put_the_later_first(make_manager) -> None:
     mem = make_manager(config=FAST.replace(focus_limit=1))
     remember(mem, "root alpha")
     remember(mem, "x1 alpha | x2 alpha | x3 alpha | x4 alpha")
-    # focus x4; x4 → root and x4 → x3 at 1.0 (a tie: discovery order decides), x3 → x2 0.5 …
+    # focus x4; x4 → root and x4 → x3 at 1.0 (a tie: discovery order decides), root → x1 and
+    # root → x2 at 1.0 (focus links of the second remember)
     set_strength(mem, "x4 alpha", "x3 alpha", 1.0)
     set_strength(mem, "x3 alpha", "root alpha", 0.7)
-    walk = mem.recall([], depth=4)
-    assert walk.count("[记忆]") == 5
-    # every node matches "alpha" and none matches "missing": equal matches, the walk's order
-    assert mem.recall(["alpha"], depth=4) == walk
-    assert mem.recall(["alpha", "missing"], depth=4) == walk
-    assert mem.recall(["missing", "ALPHA", "nowhere"], depth=4) == walk
-    # ties (x4 → root and x4 → x3, both 1.0) as the walk has them, whatever the keywords
-    assert mem.recall(["alpha", "missing"], depth=1) == mem.recall([], depth=1)
+    walk = mem.recall([], depth=4)  # no keywords: nothing to match alike, the walk's order
+    assert walk == entries("x4 alpha", "root alpha", "x3 alpha", "x1 alpha", "x2 alpha")
+    # every node matches "alpha" and none matches "missing", every path is at 1.0: they all
+    # match alike, so the later said comes first (SPEC §5.4 v3), the root (said first) last
+    alike = entries("x4 alpha", "x3 alpha", "x2 alpha", "x1 alpha", "root alpha")
+    assert mem.recall(["alpha"], depth=4) == alike
+    assert mem.recall(["alpha", "missing"], depth=4) == alike
+    assert mem.recall(["missing", "ALPHA", "nowhere"], depth=4) == alike
 
 
 def test_rarer_keywords_weigh_more(mem: MemoryManager) -> None:
@@ -64,14 +82,16 @@ def test_rarer_keywords_weigh_more(mem: MemoryManager) -> None:
     assert text == entries("rare three", "common four", "common two", "common one")
 
 
-def test_keywords_among_the_nodes_own_keywords_weigh_more(
+def test_an_own_keyword_does_not_put_an_older_alike_match_first(
     make_manager, model: ScriptedModel
 ) -> None:
+    # Alike (SPEC §5.4 v3) counts which keywords match, not whether the model chose them as a
+    # node's own keywords: the later said comes first either way.
     model.keywords["alpha beta one"] = ["alpha"]
     mem = make_manager()
     remember(mem, "alpha beta one | alpha beta two")
     assert mem.recall(["alpha"], depth=0) == entries("alpha beta two", "alpha beta one")
-    assert mem.recall(["alpha", "beta"], depth=0) == entries("alpha beta one", "alpha beta two")
+    assert mem.recall(["alpha", "beta"], depth=0) == entries("alpha beta two", "alpha beta one")
 
 
 def test_match_quality_outweighs_a_weaker_path(make_manager) -> None:
@@ -149,12 +169,13 @@ ANSWER = "Yes, it was green last night."
 
 
 def test_a_question_is_followed_by_its_reply_within_a_budget(asked: MemoryManager) -> None:
-    # The walk: the answer (focus), then 'old' (focus link, 1.0), the question (上文, 0.5).
-    assert asked.recall(["alpha", "beta"], depth=1) == entries(OLD, QUESTION, ANSWER)
+    # The walk: the answer (focus), then 'old' (focus link, 1.0), the question (上文, 0.5);
+    # 'old' and the question match alike, the question was said later (SPEC §5.4 v3).
+    assert asked.recall(["alpha", "beta"], depth=1) == entries(QUESTION, ANSWER, OLD)
     assert asked.recall(["comet", "alpha"], depth=1) == entries(QUESTION, ANSWER, OLD)
     # only within a budget and only when ranked (two keywords or more)
-    assert asked.recall(["alpha", "beta"], depth=1, max_chars=0) == entries(OLD, QUESTION)
-    assert asked.recall(["alpha"], depth=1) == entries(OLD, QUESTION)
+    assert asked.recall(["alpha", "beta"], depth=1, max_chars=0) == entries(QUESTION, OLD)
+    assert asked.recall(["alpha"], depth=1) == entries(QUESTION, OLD)
 
 
 def test_no_reply_within_a_time_window(asked: MemoryManager) -> None:
@@ -171,10 +192,10 @@ def test_the_relation_filter_applies_to_the_replys_link(make_manager, model) -> 
     # the question is reached over focus links; its reply's link ("下文") is filtered out
     focus_links = ["related"]
     assert asked.recall(["alpha", "beta"], depth=2, relations=focus_links) == entries(
-        OLD, QUESTION
+        QUESTION, OLD
     )
     assert asked.recall(["alpha", "beta"], depth=2, relations=[*focus_links, "下文"]) == entries(
-        OLD, QUESTION, ANSWER
+        QUESTION, ANSWER, OLD
     )
 
 
@@ -279,7 +300,7 @@ def forgot(make_manager) -> MemoryManager:
 def test_perception_entries_count_toward_max_chars_not_limit(forgot: MemoryManager) -> None:
     whole = forgot.recall([], depth=1, max_chars=0)
     parts = whole.split(SEP)
-    assert len(parts) == 4 and parts[1].startswith("[记忆] \u201ctarget nod\u201d")
+    assert len(parts) == 4 and parts[1].startswith("[memory] \u201ctarget nod\u201d")
     # limit counts results: one result and its perception
     assert forgot.recall([], depth=1, limit=1, max_chars=0) == SEP.join(parts[:2])
     # max_chars counts every entry: the perception stays right after its result or goes
@@ -340,10 +361,10 @@ def test_perception_in_chinese_for_chinese_content(make_manager) -> None:
 def test_perception_in_english_for_other_content(forgot: MemoryManager) -> None:
     assert forgot.recall([], depth=1) == SEP.join([
         "[记忆] target node text",
-        "[记忆] \u201ctarget nod\u201d is still linked to a memory I have forgotten (上文); "
-        "I cannot recall it",
+        "[memory] \u201ctarget nod\u201d is still linked to a memory I have forgotten "
+        "(previous); I cannot recall it",
         "[记忆] root content long enough",
-        "[记忆] \u201croot conte\u201d is still linked to a memory I have forgotten; "
+        "[memory] \u201croot conte\u201d is still linked to a memory I have forgotten; "
         "I cannot recall it",
     ])
 
@@ -354,7 +375,7 @@ def test_perception_language_per_result(make_manager) -> None:
     remember(mem, "ab | target node text")
     assert mem.run_compression_slice()["forgotten"] == 1
     parts = mem.recall([], depth=1).split(SEP)
-    assert parts[1].startswith("[记忆] \u201ctarget nod\u201d is still linked")
+    assert parts[1].startswith("[memory] \u201ctarget nod\u201d is still linked")
     assert parts[2:] == [
         "[记忆] 根节点的内容足够长，不会被忘记",
         "[记忆] 「根节点的内容足够长，」还关联着一段已经遗忘的记忆，我想不起来了",
@@ -362,12 +383,11 @@ def test_perception_language_per_result(make_manager) -> None:
 
 
 def test_templates_can_fix_one_language(make_manager) -> None:
-    chinese_only = Templates(forgotten_named_en=None, forgotten_unnamed_en=None)
-    mem = make_manager(config=FAST.replace(focus_limit=1, templates=chinese_only))
+    mem = make_manager(config=FAST.replace(focus_limit=1, templates=Templates.chinese()))
     remember(mem, "root content long enough")
     remember(mem, "ab | target node text")
     mem.run_compression_slice()
-    assert mem.recall([], depth=0) == SEP.join([
+    assert undated(mem.recall([], depth=0)) == SEP.join([
         "[记忆] target node text",
         "[记忆] 「target nod」还关联着一段已经遗忘的记忆（上文），我想不起来了",
     ])

@@ -14,7 +14,7 @@ from memory_rdf import MemoryManager, MemorySystem, Processed, QueueFullError
 from memory_rdf._calls import Backoff
 from memory_rdf._scheduler import Agent, Scheduler, Task, TaskKind
 
-from helpers import FAST, ScriptedModel, say
+from helpers import FAST, ScriptedModel, say, undated
 
 
 def test_backoff_never_holds_other_agents(tmp_path: Path) -> None:
@@ -29,10 +29,10 @@ def test_backoff_never_holds_other_agents(tmp_path: Path) -> None:
         start = time.monotonic()
         a.remember(say("aye memory"))  # fails, backs off 0.8 s twice
         time.sleep(0.1)
-        assert b.recall(["bee"]) == "[记忆] bee memory"
+        assert undated(b.recall(["bee"])) == "[memory] bee memory"
         assert time.monotonic() - start < 0.7  # served during a's backoff
         # per-agent FIFO: a's recall waits for a's remember, which lands after the backoff
-        assert a.recall(["aye"]) == "[记忆] aye memory"
+        assert undated(a.recall(["aye"])) == "[memory] aye memory"
         assert time.monotonic() - start >= 1.5
         a.close()
 
@@ -80,7 +80,7 @@ def test_user_work_of_another_agent_preempts_a_slow_slice(tmp_path: Path) -> Non
             time.sleep(0.01)
         assert slow.compress_calls
         start = time.monotonic()
-        assert b.recall(["bee"]) == "[记忆] bee memory"
+        assert undated(b.recall(["bee"])) == "[memory] bee memory"
         # at most the one 0.3 s model call in flight stands before it (SPEC §5.3)
         assert time.monotonic() - start < 0.65
         assert a.wait_idle(60)
@@ -101,7 +101,7 @@ def test_an_exception_in_a_task_does_not_stop_the_thread(make_manager) -> None:
     assert mem.stats()["failed_tasks"] == 1  # kept, not silently dropped
     mem.remember(say("three"))
     assert mem.wait_idle(10)
-    assert mem.recall(["three"]) == "[记忆] three"
+    assert undated(mem.recall(["three"])) == "[memory] three"
 
 
 class _Gate(ScriptedModel):
@@ -158,8 +158,8 @@ def test_a_slice_in_backoff_is_abandoned_when_user_work_arrives(make_manager) ->
     while not model.failed and time.monotonic() < deadline:
         time.sleep(0.01)
     assert model.failed == 1  # the slice is now waiting out a 5 s backoff
-    text = mem.recall(["segment"], depth=0)
-    assert text == "[记忆] segment 2 of a long memory"
+    text = mem.recall(["segment"], depth=0, entry="focus")
+    assert undated(text) == "[memory] segment 2 of a long memory"
     assert mem.wait_idle(30)
     assert time.monotonic() - start < 4.5  # nobody waited for the 5 s backoff
     first_text, target = model.compress_calls[0]
@@ -175,8 +175,8 @@ def test_stats_report_how_long_recalls_waited_in_the_queue(make_manager) -> None
     mem = make_manager(model=model)
     assert mem.stats()["recall_queue_wait_ms"] == {"n": 0}
     mem.remember(say("slow to segment"))
-    assert mem.recall(["slow"]) == "[记忆] slow to segment"  # waited behind the remember
-    assert mem.recall(["slow"]) == "[记忆] slow to segment"  # waited for nothing
+    assert undated(mem.recall(["slow"])) == "[memory] slow to segment"  # waited behind the remember
+    assert undated(mem.recall(["slow"])) == "[memory] slow to segment"  # waited for nothing
     waits = mem.stats()["recall_queue_wait_ms"]
     assert waits["n"] == 2
     assert waits["max"] >= 150  # the first one
@@ -313,7 +313,7 @@ def test_a_manager_built_with_system_is_closed_by_the_system(tmp_path: Path) -> 
     system.close()
     assert mem.closed
     with MemoryManager("own", data_dir=tmp_path, model=ScriptedModel(), config=FAST) as again:
-        assert again.recall(["kept"]) == "[记忆] kept"  # the store was released and kept
+        assert undated(again.recall(["kept"])) == "[memory] kept"  # the store was released and kept
 
 
 def test_the_longest_steps_are_kept_for_diagnosis(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,7 +26,7 @@ from memory_rdf import (
 )
 from memory_rdf.tools import NOTHING_RECALLED, anthropic_tools, call_tool, openai_tools, tool_names
 
-from helpers import FAST, ScriptedModel
+from helpers import FAST, ScriptedModel, undated
 from servers import Server
 
 NAMES = ["remember", "recall", "memories", "forget", "pin", "stats", "sparql"]
@@ -257,9 +257,10 @@ def test_system_routes_by_agent_id_and_manager_refuses_another(
                   default_agent="carol")
         for agent in ("default", "bob", "carol"):
             assert system.agent(agent).wait_idle(timeout=30)
-        assert call_tool(system, "recall", {"keywords": []}) == "(agent: default)\n[记忆] alpha"
-        assert call_tool(system, "recall", {"keywords": [], "agent_id": "bob"}) == \
-            "[记忆] beta"
+        assert undated(call_tool(system, "recall", {"keywords": []})) == \
+            "(agent: default)\n[memory] alpha"
+        assert undated(call_tool(system, "recall", {"keywords": [], "agent_id": "bob"})) == \
+            "[memory] beta"
         assert "gamma" in call_tool(system, "recall", {"keywords": []}, default_agent="carol")
         with pytest.raises(InvalidInputError, match="agent_id"):
             call_tool(system, "stats", {"agent_id": "../etc"})
@@ -319,10 +320,10 @@ def test_call_tool_with_an_allow_list_opens_nothing_for_another_agent(
                   default_agent="alice", agents=allowed)
         for agent in allowed:
             assert system.agent(agent).wait_idle(timeout=30)
-        assert call_tool(system, "recall", '{"keywords": [], "agent_id": "bob"}',
-                         default_agent="alice", agents=allowed) == "[记忆] beta"
-        assert call_tool(system, "recall", {"keywords": []}, default_agent="alice",
-                         agents=allowed) == "(agent: alice)\n[记忆] alpha"
+        assert undated(call_tool(system, "recall", '{"keywords": [], "agent_id": "bob"}',
+                                 default_agent="alice", agents=allowed)) == "[memory] beta"
+        assert undated(call_tool(system, "recall", {"keywords": []}, default_agent="alice",
+                                 agents=allowed)) == "(agent: alice)\n[memory] alpha"
         calls = {"remember": {"messages": [{"role": "user", "content": "intruder"}]},
                  "recall": {"keywords": []}, "memories": {}, "forget": {"ids": ["x"]},
                  "stats": {}, "sparql": {"query": "ASK { ?s ?p ?o }"}}
