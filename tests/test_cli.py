@@ -138,19 +138,20 @@ def test_demo_keyword_entry_finds_what_focus_misses(work: Path,
 
     assert Config().default_search_depth == 2
     data, out = demo_run
-    assert recall_panel(out, 'recall(["咖啡"])') == "(nothing recalled)"
+    assert recall_panel(out, "recall([\"咖啡\"], entry='focus')") == "(nothing recalled)"
     found = recall_panel(out, "recall([\"咖啡\"], entry='keywords')")
-    assert "咖啡" in found and found.startswith("[记忆]")
+    assert "咖啡" in found and found.startswith("[记忆 ")
 
-    focus = cli(work, "recall", "demo", "咖啡", data_dir=data)
+    focus = cli(work, "recall", "demo", "咖啡", "--entry", "focus", data_dir=data)
     assert focus.returncode == 0, focus.stderr
     assert focus.stdout == "" and "nothing recalled" in focus.stderr
-    for entry in ("keywords", "both"):
-        result = cli(work, "recall", "demo", "咖啡", "--entry", entry, data_dir=data)
+    for entry in ("keywords", "both", None):  # "both" is the default (SPEC §5.5 v3)
+        option = ["--entry", entry] if entry else []
+        result = cli(work, "recall", "demo", "咖啡", *option, data_dir=data)
         assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith("[记忆]") and "咖啡" in result.stdout
+        assert result.stdout.startswith("[记忆 ") and "咖啡" in result.stdout
     # "both": the focus results and the keyword results together
-    focus_jwt = cli(work, "recall", "demo", "JWT", "咖啡", data_dir=data)
+    focus_jwt = cli(work, "recall", "demo", "JWT", "咖啡", "--entry", "focus", data_dir=data)
     both = cli(work, "recall", "demo", "JWT", "咖啡", "--entry", "both", data_dir=data)
     assert focus_jwt.returncode == both.returncode == 0
     assert "JWT" in focus_jwt.stdout and "咖啡" not in focus_jwt.stdout
@@ -164,7 +165,7 @@ def test_demo_in_english(tmp_path: Path) -> None:
                  timeout=180)
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "[memory]" in out and "[记忆]" not in out
+    assert "[memory " in out and "[记忆" not in out
     # English sessions are merged as Chinese ones are (benchmarks/RECALL.md, decision 20):
     # before, each of the 70 messages was a memory of its own and 40 were forgotten
     made = re.search(r"\((\d+) messages\) as (\d+) memories", out)
@@ -175,7 +176,7 @@ def test_demo_in_english(tmp_path: Path) -> None:
     assert forgotten, out
     gone, left = map(int, forgotten.groups())
     assert 0 < gone < left
-    assert recall_panel(out, 'recall(["coffee"])') == "(nothing recalled)"
+    assert recall_panel(out, "recall([\"coffee\"], entry='focus')") == "(nothing recalled)"
     assert "coffee" in recall_panel(out, "recall([\"coffee\"], entry='keywords')")
     assert "is still linked to a memory I have forgotten" in out
 
@@ -218,7 +219,7 @@ def test_demo_memories_carry_their_sessions_dates(work: Path,
     between = cli(work, "recall", "demo", "--since", "2026-11-01", "--until", "2026-12-01",
                   data_dir=data)
     assert between.returncode == 0, between.stderr
-    assert between.stdout.startswith("[记忆]")
+    assert between.stdout.startswith("[记忆 ")
     assert "JWT" not in between.stdout  # said on 2026-12-02
 
 
@@ -276,7 +277,7 @@ def test_help_example_prints_something_on_the_demo(
 def test_remember_then_recall_finds_keyword(work: Path, store_dir: Path) -> None:
     result = cli(work, "recall", "bot", "PostgreSQL", data_dir=store_dir)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("[记忆]")
+    assert result.stdout.startswith("[记忆 ")
     assert "PostgreSQL" in result.stdout
     assert "╭" not in result.stdout  # plain text, no decoration
 
@@ -718,4 +719,4 @@ def test_inspection_works_while_another_process_holds_the_agent(tmp_path: Path) 
     # The writer released its lock: the agent works read-write again.
     after = cli(tmp_path, "recall", "live", "PostgreSQL", data_dir=data)
     assert after.returncode == 0, after.stderr
-    assert "[记忆]" in after.stdout
+    assert "[记忆 " in after.stdout

@@ -146,7 +146,7 @@ def test_round_trip_through_a_memory_manager(
     mem = open_mem(model)
     remember(mem, ["张伟负责 JWT 登录", "下周三发布 v2.0"])
     remember(mem, ["the payment callback times out"])
-    assert "[记忆] user: 张伟负责 JWT 登录" in mem.recall(["JWT"])
+    assert "] user: 张伟负责 JWT 登录" in mem.recall(["JWT"])
     assert "payment callback" in mem.recall(["payment"])
     assert mem.stats()["nodes"] == 3 and mem.failed_tasks() == []
     # The focus links of the second remember are named by the model.
