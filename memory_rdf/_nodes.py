@@ -27,6 +27,9 @@ class Match:
     #: and the node's own keywords that hold one (for the ranking's word match)
     content: str = ""
     keywords: tuple[str, ...] = ()
+    #: when the node was said (None when unknown) and created (SPEC §5.4 v3)
+    said_at: datetime | None = None
+    created_at: datetime | None = None
 
 
 def importances(store: MemoryStore, refs: Sequence[Term], threshold: Term) -> dict[str, float]:
@@ -148,15 +151,16 @@ class NodeStore:
         rules = keyword_rules(keywords)
         needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
         found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
+        times: dict[str, tuple[datetime | None, datetime | None]] = {}
         for part in chunks(ids):
             query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needles)
-            for iri, text, own in self._store.rows(query):
+            for iri, text, own, created, said in self._store.rows(query):
                 hit = {i for i, r in enumerate(rules) if r.matches(text)}
                 if not hit:
                     continue
-                matched, owned, contents, keywords = found.setdefault(
-                    node_id(iri), (set(), set(), [], [])
-                )
+                nid = node_id(iri)
+                matched, owned, contents, keywords = found.setdefault(nid, (set(), set(), [], []))
+                times[nid] = (said, created)
                 matched |= hit
                 if own:
                     owned |= hit
@@ -164,7 +168,7 @@ class NodeStore:
                 else:
                     contents.append(text)
         return {
-            nid: Match(frozenset(m), frozenset(o), " ".join(c), tuple(sorted(k)))
+            nid: Match(frozenset(m), frozenset(o), " ".join(c), tuple(sorted(k)), *times[nid])
             for nid, (m, o, c, k) in found.items()
         }
 

@@ -32,6 +32,7 @@ from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._store import MemoryStore, lit, node_id, render
 from memory_rdf._text import (
     ENGLISH_WORD,
+    keyword_rules,
     relation_display,
     relation_forms,
     stem,
@@ -557,7 +558,8 @@ class Searcher:
         graph = self.fetch(seeds, depth, relations)
         ranked = weights is not None and len(keywords) >= 2
         details: dict[str, Match] = {}
-        if ranked:
+        if ranked or (keywords and not all(r.han for r in keyword_rules(keywords))):
+            # the texts are compared word by word here, and carry the nodes' times
             details = self._nodes.match_details(graph.reached, keywords)
             matches: set[str] | None = set(details)
         else:
@@ -576,7 +578,14 @@ class Searcher:
             hits = walk(seeds, graph.adjacency, matches, depth, limit)
             keys = [strength_band(h.strength) for h in hits]
         if keywords:  # without keywords there is no query to match alike: the walk's order
-            hits = current_first(hits, keys, self._nodes.dates)
+
+            def dates(ids: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
+                known = {n: (details[n].said_at, details[n].created_at) for n in ids
+                         if n in details and details[n].created_at is not None}
+                missing = [n for n in ids if n not in known]
+                return {**known, **(self._nodes.dates(missing) if missing else {})}  # type: ignore[dict-item]
+
+            hits = current_first(hits, keys, dates)
         if ranked and limit:
             hits = hits[:limit]
         # Reply context only where the order is the ranking's and a budget decides how much
