@@ -15,7 +15,7 @@ from typing import Any
 from memory_rdf._focus import FocusManager
 from memory_rdf._nodes import chunks
 from memory_rdf._store import MemoryStore, node_id, node_ref, render
-from memory_rdf._text import is_cjk_text, strip_role_prefixes
+from memory_rdf._text import is_cjk_text, relation_display, strip_role_prefixes
 
 __all__ = [
     "DEFAULT_DEPTH",
@@ -33,20 +33,15 @@ DEFAULT_DEPTH = 2
 DEFAULT_LIMIT = 200
 #: Links below this strength are not live (``Config.link_break_threshold``'s default).
 DEFAULT_THRESHOLD = 0.01
-#: The English display form of each relation name the library uses (SPEC §5.4 v3); a link's
-#: name is shown in the language of its source's content, other names as stored.
-_ENGLISH_NAMES = {"上文": "previous", "下文": "next", "回应": "answers", "提到": "mentions",
-                  "涉及": "relates to"}
-_CHINESE_NAMES = {english: chinese for chinese, english in _ENGLISH_NAMES.items()}
 
 
 def shown_relation(name: str | None, content: str) -> str | None:
     """``name`` as the picture shows it: the Chinese form when ``content`` (the link source's
-    text) is mostly Chinese, else the English one."""
+    text) is mostly Chinese, else the English one (SPEC §5.4 v3, one table:
+    :data:`memory_rdf._text.RELATION_NAMES`); other names as stored."""
     if not name:
         return name
-    chinese = is_cjk_text(strip_role_prefixes(content))
-    return (_CHINESE_NAMES if chinese else _ENGLISH_NAMES).get(name, name)
+    return relation_display(name, chinese=is_cjk_text(strip_role_prefixes(content)))
 
 
 @dataclass(frozen=True)

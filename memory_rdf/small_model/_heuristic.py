@@ -30,6 +30,7 @@ from memory_rdf._text import (
     CHINESE_STOP_WORDS,
     ENGLISH_STOP_WORDS,
     HAN,
+    RELATION_NAMES,
     ROLE_NAMES,
     WORD_CHAR,
     Token,
@@ -57,7 +58,7 @@ __all__ = ["ENGLISH_RELATIONS", "RELATIONS", "HeuristicModel"]
 #: focus; 涉及 they share other content words.
 RELATIONS: tuple[str, ...] = ("回应", "提到", "涉及")
 #: The same relations named for English content: the display forms of SPEC §5.4 v3.
-ENGLISH_RELATIONS: tuple[str, ...] = ("answers", "mentions", "relates to")
+ENGLISH_RELATIONS: tuple[str, ...] = tuple(RELATION_NAMES[name] for name in RELATIONS)
 
 _PHRASE_MIN = 10
 
