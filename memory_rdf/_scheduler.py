@@ -70,8 +70,9 @@ USER_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.RECALL, TaskKind.MEMORIES, T
                         TaskKind.PIN})
 
 #: Tasks that write the agent's store: one of them abandons the agent's compression slice
-#: parked on a model call before it runs; a recall or memories() runs beside it.
-WRITE_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.FORGET, TaskKind.SLICE})
+#: parked on a model call before it runs; a recall or memories() runs beside it. A pin is one:
+#: the slice's answer would shorten a node pinned meanwhile (SPEC §5.6 v3).
+WRITE_KINDS = frozenset({TaskKind.REMEMBER, TaskKind.FORGET, TaskKind.PIN, TaskKind.SLICE})
 
 #: A generator step: yields a Backoff (or an AwaitCall) to wait without holding the thread,
 #: returns the result.

@@ -270,3 +270,42 @@ def test_model_calls_run_in_a_bounded_pool_of_named_threads(data_dir: Path) -> N
             [f"{m.agent_id} owns module {m.agent_id}"] for m in mems]
     assert slow.threads <= {f"memory-rdf-model-call-{i}" for i in range(1, CALL_THREADS + 1)}
     assert slow.most == CALL_THREADS  # the agents' calls overlapped, up to the bound
+
+
+class GatedCompression(ScriptedModel):
+    """A scripted model whose compression calls (a target length given) run in the model-call
+    threads and wait for ``gate``; ``asked`` is set when one is waiting."""
+
+    calls_off_thread = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.asked = threading.Event()
+
+    def process(self, text: str, target_length: int | None = None) -> Processed:
+        if target_length is not None:
+            self.asked.set()
+            assert self.gate.wait(30)
+        return super().process(text, target_length)
+
+
+def test_a_memory_pinned_while_its_compression_call_is_in_flight_is_not_shortened(
+    data_dir: Path
+) -> None:
+    """pin() writes the store: it abandons the agent's slice parked on a model call, as a
+    remember or forget does, so the answer of that call never shortens the pinned memory
+    (SPEC §5.6 v3)."""
+    model = GatedCompression()
+    config = Config(focus_limit=1, link_initial_strength=0.1, max_retries=0)
+    with MemorySystem(data_dir=data_dir, model=model, config=config) as system:
+        a = system.agent("a")
+        a.remember(say(f"{LOGIN} | the billing service needs a refund endpoint"))
+        assert model.asked.wait(30)  # a slice waits on the compression of the login memory
+        (login,) = [m for m in a.memories(timeout=30) if LOGIN in m["content"]]
+        assert a.pin([login["id"]], timeout=30) == 1
+        model.gate.set()
+        assert a.wait_idle(timeout=30)
+        (kept,) = [m for m in a.memories(timeout=30) if m["id"] == login["id"]]
+        assert kept["pinned"] is True
+        assert kept["content"] == login["content"]  # not cut by the call's answer
