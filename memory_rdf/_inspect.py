@@ -310,8 +310,8 @@ def _read_only_manager(agent_id: str, store: MemoryStore, config: Config) -> Any
         def _open_store(self) -> MemoryStore:
             return store
 
-        def _submit_remember(self, jtask: Any, slot: Any = None) -> None:
-            return None
+        def _resume_journal(self) -> None:
+            return None  # neither queued nor marked failed: the store is read-only
 
     if isinstance(store, RemoteStore):
         return ReadOnlyManager(agent_id, endpoint=store.endpoint, config=config)

@@ -352,17 +352,21 @@ class MemoryManager:
                     raise
             self._store = store
             self._initialized = True
-            for task in self._journal.tasks("pending"):
-                # A journal written elsewhere (a backup, by hand) may hold what remember()
-                # refuses: kept as a failed task, never processed (issue 33 F8).
-                refused = task_problem(task.text, self.config.max_remember_chars)
-                if refused is not None:
-                    self._journal.mark_failed(task, f"refused: {refused}")
-                    log.warning("memory_rdf: agent %r: a journalled remember is one remember() "
-                                "refuses (%s): kept as a failed task", self.agent_id, refused)
-                    continue
-                self._submit_remember(task)
+            self._resume_journal()
             return self
+
+    def _resume_journal(self) -> None:
+        """Queue the journalled remembers not processed yet (SPEC §4)."""
+        for task in self._journal.tasks("pending"):
+            # A journal written elsewhere (a backup, by hand) may hold what remember()
+            # refuses: kept as a failed task, never processed (issue 33 F8).
+            refused = task_problem(task.text, self.config.max_remember_chars)
+            if refused is not None:
+                self._journal.mark_failed(task, f"refused: {refused}")
+                log.warning("memory_rdf: agent %r: a journalled remember is one remember() "
+                            "refuses (%s): kept as a failed task", self.agent_id, refused)
+                continue
+            self._submit_remember(task)
 
     def close(self, timeout: float | None = None) -> None:
         """Stop. Waits up to ``timeout`` s (None: until done) for queued tasks; remembers not

@@ -202,3 +202,35 @@ def test_cli_recall_works_while_another_process_holds_an_endpoint_agent(
             _held_and_recalled(mem, where)  # the lease is held here all along
     finally:
         oxigraph_server.clear()
+
+
+class _SlowOffThread(ScriptedModel):
+    """A scripted model whose calls run in the model-call threads and take a while: a
+    remember is still journalled when its agent closes with a short timeout."""
+
+    calls_off_thread = True
+
+
+def test_a_read_only_recall_leaves_a_journalled_remember_it_would_refuse_alone(
+    data_dir: Path,
+) -> None:
+    """`inspect.recall` (what `memory-rdf recall` runs) opens a snapshot: a pending remember
+    that its Config would refuse (here: longer than its max_remember_chars) is neither marked
+    failed (a write on a read-only store: it raised StoreError) nor processed; the holder's
+    next open runs it."""
+    long_text = "the budget review is on Monday " * 20  # 620 characters
+    with MemoryManager("trip", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
+        remember(mem, "the hotel in Kyoto is booked")
+    slow = MemoryManager("trip", data_dir=data_dir, config=FAST,
+                         model=_SlowOffThread(delay=3.0))
+    slow.initialize()
+    slow.remember([{"role": "user", "content": long_text}])
+    slow.close(timeout=0.3)  # the segmentation call is in flight: the remember stays journalled
+    small = FAST.replace(max_remember_chars=100)
+    assert "hotel in Kyoto" in inspect.recall("trip", ["hotel"], data_dir, entry="both",
+                                              config=small)
+    (task,) = inspect.tasks("trip", data_dir)
+    assert task["status"] == "pending"
+    with MemoryManager("trip", data_dir=data_dir, config=FAST, model=ScriptedModel()) as mem:
+        assert mem.wait_idle(timeout=30)
+        assert any("budget review" in m["content"] for m in mem.memories(limit=None))
