@@ -123,7 +123,10 @@ def test_the_cli_reaches_into_no_private_attribute() -> None:
     assert private == []
 
 
-@pytest.mark.parametrize("doc", ["README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))])
+DOC_PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))]
+
+
+@pytest.mark.parametrize("doc", DOC_PAGES)
 def test_the_docs_import_no_private_module(doc: str) -> None:
     text = (REPO / doc).read_text(encoding="utf-8")
     assert not re.findall(r"memory_rdf\._\w+", text)
