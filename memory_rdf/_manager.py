@@ -69,6 +69,9 @@ from memory_rdf._types import (
 )
 
 ENTRIES = ("focus", "keywords", "both")
+#: The longest journalled remember resumed at open whatever the Config says (issue 33 F8: a
+#: 5 MB task planted in a store became 12,861 nodes); a larger max_remember_chars raises it.
+OPEN_TASK_CHARS = 1_000_000
 #: Most keywords, and most relations, one recall (or memories()) accepts (issue 17: 10,000
 #: keywords crashed the engine; what is accepted costs time linear in the count).
 RECALL_KEYWORDS_MAX = 1_000
@@ -360,7 +363,11 @@ class MemoryManager:
         for task in self._journal.tasks("pending"):
             # A journal written elsewhere (a backup, by hand) may hold what remember()
             # refuses: kept as a failed task, never processed (issue 33 F8).
-            refused = task_problem(task.text, self.config.max_remember_chars)
+            # The size limit is this process's or OPEN_TASK_CHARS, whichever is larger: a
+            # remember accepted under a larger max_remember_chars (another app's Config) is
+            # not refused by a process opening the agent with the default.
+            limit = max(self.config.max_remember_chars, OPEN_TASK_CHARS)
+            refused = task_problem(task.text, limit)
             if refused is not None:
                 self._journal.mark_failed(task, f"refused: {refused}")
                 log.warning("memory_rdf: agent %r: a journalled remember is one remember() "
