@@ -65,7 +65,12 @@ def test_equal_matches_in_one_band_put_the_later_first(make_manager) -> None:
     set_strength(mem, "x4 alpha", "x3 alpha", 1.0)
     set_strength(mem, "x3 alpha", "root alpha", 0.7)
     walk = mem.recall([], depth=4)  # no keywords: nothing to match alike, the walk's order
-    assert walk == entries("x4 alpha", "root alpha", "x3 alpha", "x1 alpha", "x2 alpha")
+    # equal links are discovered by target id (SPEC §5.4 step 2; ids made in one millisecond
+    # differ in their random bits, so x1 may come after x2)
+    ids = {m["content"]: m["id"] for m in mem.memories()}
+    first, then = (sorted(pair, key=lambda c: ids[c])
+                   for pair in (("root alpha", "x3 alpha"), ("x1 alpha", "x2 alpha")))
+    assert walk == entries("x4 alpha", *first, *then)
     # every node matches "alpha" and none matches "missing", every path is at 1.0: they all
     # match alike, so the later said comes first (SPEC §5.4 v3), the root (said first) last
     alike = entries("x4 alpha", "x3 alpha", "x2 alpha", "x1 alpha", "root alpha")
