@@ -66,6 +66,15 @@ NEXT = "下文"
 PREVIOUS = "上文"
 
 
+def named(relation: object, relations: Sequence[str] | None) -> bool:
+    """Whether a link row of ``relation`` (None: unnamed) passes the filter ``relations``.
+    The queries filter already; Virtuoso 7 let an unnamed link through a
+    ``FILTER(?relation IN (a, b))`` after ``OPTIONAL { ?link memory:relation ?relation }``
+    (two names or more: SPEC §5.4 v3's two forms of a name), so the rows are checked here too.
+    """
+    return relations is None or (isinstance(relation, str) and relation in relations)
+
+
 def relation_terms(relations: Sequence[str] | None) -> list[Term] | None:
     """A recall's relation filter as the literals the link queries take (None: any)."""
     return None if relations is None else [lit(r) for r in relations]
@@ -103,6 +112,8 @@ class LinkStore:
             return live, dangling
         for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
                                                        relations):
+            if not named(rel, relations):
+                continue
             if alive is None:
                 dangling.append((node_id(s), w, rel or ""))
             else:
@@ -120,6 +131,8 @@ class LinkStore:
         best: dict[str, tuple[bool, Any, str]] = {}
         for s, t, rel, created in self._filtered_rows("reply_context", "nodes", sources,
                                                        relations):
+            if not named(rel, relations):
+                continue
             source, target = node_id(s), node_id(t)
             key = (rel != NEXT, created, target)
             if source not in best or key < best[source]:
@@ -192,7 +205,8 @@ class LinkStore:
                 relations=relation_terms(relations),
             )
             for iri, w, rel in self._store.rows(query):
-                found.append((pairs[iri], w, rel or ""))
+                if named(rel, relations):
+                    found.append((pairs[iri], w, rel or ""))
         return by_strength(found)
 
     def cut_incoming(self, batch: WriteBatch, targets: Sequence[str]) -> None:
