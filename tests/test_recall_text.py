@@ -309,7 +309,8 @@ def test_mcp_recall_is_dated_and_finds_old_memories(tmp_path: Path) -> None:
                     f"Session {i}: we talked about gardening, tomatoes and bicycles.",
                     f"We also planned trip number {i} to the mountains.")})
             result = await client.call_tool("recall", {"keywords": ["Miso"]})
-            text = result.content[0].text
+            agent, _, text = result.content[0].text.partition("\n")
+            assert agent == "(agent: default)"  # the default agent named (SPEC §9 v3)
             assert text.startswith("[memory 2024-01-01] "), text
             assert "Miso" in text
             assert not HAN.search(text)
