@@ -22,7 +22,7 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from memory_rdf import Config, MemoryManager, Processed, _store
+from memory_rdf import Config, MemoryManager, Processed, Templates, _store
 from memory_rdf import _vocab as V
 
 
@@ -224,3 +224,22 @@ def undated(text: str) -> str:
     """A recall text with the day taken out of every entry's first bracket (SPEC §5.4 v3:
     ``[memory 2024-05-01] …`` → ``[memory] …``), for tests about what is recalled, not when."""
     return _DATED.sub(lambda m: f"[{m.group(1)}] ", text)
+
+
+#: Entries marked as before SPEC §5.4 v3, undated and in one language (dated, language-following
+#: entries: test_recall_text.py), for tests about what is recalled and how much fits.
+UNDATED = Templates(memory="[记忆] {content}")
+
+
+def with_undated_entries(
+    make_manager: Callable[..., MemoryManager],
+) -> Callable[..., MemoryManager]:
+    """The shared ``make_manager`` fixture's factory, with :data:`UNDATED` entries unless a
+    test sets its templates."""
+
+    def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:
+        if config.templates == Templates():
+            config = config.replace(templates=UNDATED)
+        return make_manager(agent, config=config, **kw)
+
+    return make

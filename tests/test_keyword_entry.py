@@ -10,12 +10,12 @@ import math
 
 import pytest
 
-from memory_rdf import Config, MemoryManager, Templates
+from memory_rdf import Config, MemoryManager
 from memory_rdf import _search as search
 from memory_rdf._text import index_terms, tokenize
 
 from _graph import NODE, ids_by_content, set_strength
-from helpers import FAST, ScriptedModel, remember
+from helpers import FAST, ScriptedModel, remember, with_undated_entries
 
 #: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
 BACKENDS = ("embedded", "endpoint")
@@ -23,21 +23,11 @@ BACKENDS = ("embedded", "endpoint")
 SEP = "\n---\n"
 
 
-#: Entries marked as before SPEC §5.4 v3, undated and in one language (dated, language-following
-#: entries: test_recall_text.py).
-UNDATED = Templates(memory="[记忆] {content}")
-
-
 @pytest.fixture
 def make_manager(make_manager):  # type: ignore[no-untyped-def]
-    """The shared fixture, with :data:`UNDATED` entries unless a test sets its templates."""
-
-    def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:
-        if config.templates == Templates():
-            config = config.replace(templates=UNDATED)
-        return make_manager(agent, config=config, **kw)  # type: ignore[no-any-return]
-
-    return make
+    """The shared fixture, with undated entries (helpers.UNDATED) unless a test sets its
+    templates."""
+    return with_undated_entries(make_manager)
 
 
 def entries(*contents: str) -> str:

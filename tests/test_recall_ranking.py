@@ -13,28 +13,18 @@ import pytest
 from memory_rdf import Config, ConfigError, MemoryManager, Templates
 
 from _graph import set_strength
-from helpers import FAST, ScriptedModel, remember, undated
+from helpers import FAST, ScriptedModel, remember, undated, with_undated_entries
 
 BACKENDS = ("embedded", "endpoint")
 
 SEP = "\n---\n"
 
 
-#: Entries marked as before SPEC §5.4 v3, undated and in one language (dated, language-following
-#: entries: test_recall_text.py): the budgets below count these characters.
-UNDATED = Templates(memory="[记忆] {content}")
-
-
 @pytest.fixture
 def make_manager(make_manager):  # type: ignore[no-untyped-def]
-    """The shared fixture, with :data:`UNDATED` entries unless a test sets its templates."""
-
-    def make(agent: str = "agent", config: Config = FAST, **kw: object) -> MemoryManager:
-        if config.templates == Templates():
-            config = config.replace(templates=UNDATED)
-        return make_manager(agent, config=config, **kw)  # type: ignore[no-any-return]
-
-    return make
+    """The shared fixture, with undated entries (helpers.UNDATED) unless a test sets its
+    templates."""
+    return with_undated_entries(make_manager)
 
 
 def entries(*contents: str) -> str:
