@@ -69,6 +69,13 @@ def _datetime(o: str) -> str:
             f"|| !COALESCE(YEAR({o}) >= 1 && YEAR({o}) <= 9999 && TZ({o}) != \"\", false))")
 
 
+def _values(graph: str, local: str, bad: str) -> str:
+    """The query for the values of ``memory:{local}`` in ``graph`` that the condition ``bad``
+    (on ``?o``) refuses, in the ``?s ?p ?o`` shape every check answers in."""
+    return (f"SELECT ?s ?p ?o WHERE {{ GRAPH {graph} {{ ?s memory:{local} ?o }} "
+            f"BIND(memory:{local} AS ?p) FILTER({bad}) }}")
+
+
 def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
     """(what is wrong, a query selecting ?s ?p ?o of one triple that shows it)."""
     # No check of its own for blank nodes and triple terms (a scan of every triple, the
@@ -166,20 +173,16 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
         "|| (?p = rdf:type && ?o != memory:Task)) } }")
     for local in ("taskSeq", "attempts"):
         yield f"a task's memory:{local} that is not a non-negative integer", (
-            f"SELECT ?s ?p ?o WHERE {{ GRAPH {_JOURNAL} {{ ?s memory:{local} ?o }} "
-            f"BIND(memory:{local} AS ?p) FILTER({_count('?o')}) }}")
+            _values(_JOURNAL, local, _count("?o")))
     for local in ("taskText", "lastError"):
         yield f"a task's memory:{local} that is not a string of at most {max_chars:,} characters", (
-            f"SELECT ?s ?p ?o WHERE {{ GRAPH {_JOURNAL} {{ ?s memory:{local} ?o }} "
-            f"BIND(memory:{local} AS ?p) FILTER({_string('?o', max_chars)}) }}")
+            _values(_JOURNAL, local, _string("?o", max_chars)))
     yield "a task's memory:taskStatus other than \"pending\" or \"failed\"", (
-        f"SELECT ?s ?p ?o WHERE {{ GRAPH {_JOURNAL} {{ ?s memory:taskStatus ?o }} "
-        "BIND(memory:taskStatus AS ?p) FILTER(!isLiteral(?o) || DATATYPE(?o) != xsd:string "
-        "|| STR(?o) NOT IN (\"pending\", \"failed\")) }")
+        _values(_JOURNAL, "taskStatus", "!isLiteral(?o) || DATATYPE(?o) != xsd:string "
+                "|| STR(?o) NOT IN (\"pending\", \"failed\")"))
     for local in ("acceptedAt", "taskSaidAt"):
         yield f"a task's memory:{local} that is not a dateTime with a time zone", (
-            f"SELECT ?s ?p ?o WHERE {{ GRAPH {_JOURNAL} {{ ?s memory:{local} ?o }} "
-            f"BIND(memory:{local} AS ?p) FILTER({_datetime('?o')}) }}")
+            _values(_JOURNAL, local, _datetime("?o")))
     for local in _TASK_PROPS:
         low = "0" if local in ("acceptedAt", "lastError", "taskSaidAt") else "1"
         yield f"a task without {'exactly' if low == '1' else 'at most'} one memory:{local}", (
@@ -196,15 +199,12 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
         f"FILTER(?s != {_STORE} || ?p NOT IN (rdf:type, {_in(_META_PROPS)}) "
         "|| (?p = rdf:type && ?o != memory:StoreMetadata)) } }")
     yield "a memory:nodeSequence that is not a non-negative integer", (
-        f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:nodeSequence ?o }} "
-        f"BIND(memory:nodeSequence AS ?p) FILTER({_count('?o')}) }}")
+        _values(_META, "nodeSequence", _count("?o")))
     for local in ("createdAt", "lastCreatedAt"):
         yield f"a memory:{local} of the store that is not a dateTime with a time zone", (
-            f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:{local} ?o }} "
-            f"BIND(memory:{local} AS ?p) FILTER({_datetime('?o')}) }}")
+            _values(_META, local, _datetime("?o")))
     yield "a memory:agentId that is not a short string", (
-        f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:agentId ?o }} "
-        f"BIND(memory:agentId AS ?p) FILTER({_string('?o', 1024)}) }}")
+        _values(_META, "agentId", _string("?o", 1024)))
     for local in _META_PROPS:
         yield f"the store with more than one memory:{local}", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:{local} ?x }} "
