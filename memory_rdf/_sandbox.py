@@ -28,8 +28,10 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -162,8 +164,20 @@ def _run_child(
     # The package this process runs, first on the path; -P: not the working directory, where
     # anyone able to write a memory_rdf/ folder would otherwise choose the child's code.
     package_root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=os.pathsep.join(
-        filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+    # The child's temporary files (the store snapshot it reads) in a directory of its own,
+    # deleted here: a child killed at its timeout or memory cap leaves nothing behind.
+    scratch = tempfile.mkdtemp(prefix="memory-rdf-sparql-")
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", TMPDIR=scratch, TEMP=scratch, TMP=scratch,
+               PYTHONPATH=os.pathsep.join(
+                   filter(None, [package_root, os.environ.get("PYTHONPATH")])))
+    try:
+        return _answer(_communicate(env, request, timeout), cap)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _communicate(env: dict[str, str], request: str, timeout: float) -> tuple[bytes, bytes, int]:
+    """Run the child with ``request`` on its stdin: its stdout, stderr and exit code."""
     with subprocess.Popen(
         [sys.executable, "-P", "-m", "memory_rdf._sandbox"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -176,13 +190,19 @@ def _run_child(
             raise errors.QueryTimeoutError(
                 f"the query ran longer than its timeout ({timeout:g} s) and was stopped; "
                 "narrow it (LIMIT, more specific patterns)") from None
+    return out, err, child.returncode
+
+
+def _answer(output: tuple[bytes, bytes, int], cap: int) -> Any:
+    """The child's result from its ``output``, or the error it reported, raised."""
+    out, err, returncode = output
     try:
         answer = json.loads(out.decode("utf-8"))
     except ValueError:
         said = " ".join(err.decode("utf-8", "replace").split())[-300:]
         raise errors.QueryLimitError(
             f"the query was stopped: it needed more than {cap / 2**30:.3g} GB of memory or "
-            f"crashed the process running it (exit {child.returncode}; {said or 'no output'});"
+            f"crashed the process running it (exit {returncode}; {said or 'no output'});"
             " narrow it (LIMIT, more specific patterns)") from None
     if "error" in answer:
         kind = getattr(errors, answer["error"], None)

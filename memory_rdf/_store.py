@@ -1763,8 +1763,11 @@ class AgentStore(MemoryStore):
     local_writes = True
 
     def __init__(self, path: Path | None, *, read_only: bool = False,
-                 mirror: bool | None = False) -> None:
+                 mirror: bool | None = False, origin: Path | None = None) -> None:
         self.path = path
+        #: The agent directory this store reads: ``path``, or the one a read-only snapshot
+        #: (``path``, a private copy: :func:`memory_rdf._inspect.copy_store_files`) was taken of.
+        self.origin = origin if origin is not None else path
         self.read_only = read_only
         self._write_lock = threading.Lock()
         self._commits_since_optimize = 0

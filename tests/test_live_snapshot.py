@@ -1,0 +1,119 @@
+"""Inspection beside a live writer reads a private copy of the store (SPEC §6, §7).
+
+pyoxigraph calls a read-only open of a directory another process is writing undefined, and
+it was: with the writer below flushing, about one read-only open in six made a query loop for
+ever, holding a core and growing by ~400 MB/s (CI: `memory-rdf recall` hung for 60 s).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memory_rdf import MemoryManager, inspect
+from memory_rdf._inspect import close_snapshot, copy_store_files, open_for_inspection
+from tests.helpers import FAST, ScriptedModel
+from tests.test_cli import WRITER, _env
+
+REPO = Path(__file__).resolve().parents[1]
+
+READER = textwrap.dedent(
+    """
+    import resource, sys, tempfile
+    from pathlib import Path
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, resource.RLIM_INFINITY))
+    from memory_rdf import inspect
+    data = sys.argv[1]
+    for i in range(int(sys.argv[2])):
+        stats = inspect.stats("live", data)
+        assert stats["nodes"] >= 1 and stats["store_path"] == str((Path(data) / "live").resolve())
+        assert "PostgreSQL" in inspect.recall("live", ["PostgreSQL"], data)
+    left = [p for p in Path(tempfile.gettempdir()).glob("memory-rdf-snapshot-*")]
+    print("ok", len(left), flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_AS bounds memory on Linux")
+def test_forty_inspections_beside_a_flushing_writer_all_answer(tmp_path: Path) -> None:
+    # Before: a read-only open of the live directory; with 40 opens the loop above met the
+    # endless query nearly every run (measured 2 of 12 single opens), and the reader ran into
+    # its 3 GB cap or the timeout.
+    data, stop, scratch = tmp_path / "data", tmp_path / "stop", tmp_path / "tmp"
+    scratch.mkdir()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(data), str(stop)], cwd=tmp_path, env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+    )
+    try:
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "ready", writer.stderr
+        reader = subprocess.run(
+            [sys.executable, "-c", READER, str(data), "40"], cwd=REPO, capture_output=True,
+            text=True, encoding="utf-8", timeout=240, env=_env(TMPDIR=str(scratch)),
+        )
+        assert writer.poll() is None  # the writer held the agent throughout
+    finally:
+        stop.touch()
+        writer.communicate(timeout=60)
+    assert reader.returncode == 0, reader.stderr[-2000:]
+    assert reader.stdout.split() == ["ok", "0"]  # every snapshot deleted after its use
+    assert list(scratch.iterdir()) == []
+
+
+def test_a_snapshot_is_a_private_copy_deleted_after_use(tmp_path: Path) -> None:
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "我们用 PostgreSQL 存订单"}])
+        assert mem.wait_idle(30)
+        store = open_for_inspection("a", tmp_path)
+        try:
+            assert store.path is not None and store.origin == tmp_path / "a"
+            assert store.path != store.origin and store.path.name == "a"
+            if Path("/proc/self/fd").is_dir():  # the snapshot's reads go to the copy
+                opened = {os.path.realpath(f"/proc/self/fd/{fd}")
+                          for fd in os.listdir("/proc/self/fd")}
+                assert any(p.startswith(str(store.path.resolve())) for p in opened)
+        finally:
+            close_snapshot(store)
+        assert not store.path.exists() and not store.path.parent.exists()
+        # The agent keeps working on its own directory meanwhile.
+        mem.remember([{"role": "user", "content": "Redis 做缓存"}])
+        assert mem.wait_idle(30)
+        assert inspect.stats("a", tmp_path)["nodes"] == 2
+
+
+def test_a_copy_taken_while_the_writer_changes_its_files_is_taken_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A flush between reading the manifest and copying the files (simulated: a record
+    # appended to the manifest right after the directory is listed): the first copy is
+    # dropped, and the second holds the manifest as it is now.
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
+        assert mem.wait_idle(30)
+    live = tmp_path / "a"
+    manifest = live / (live / "CURRENT").read_text().strip()
+    original = manifest.read_bytes()
+    listed = []
+    real_listdir = os.listdir
+
+    def listdir(path: str) -> list[str]:
+        names = real_listdir(path)
+        if Path(path) == live and not listed:
+            listed.append(path)
+            manifest.write_bytes(original + b"\0")
+        return names
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    copy = copy_store_files(live)
+    monkeypatch.undo()
+    try:
+        assert listed and (copy / manifest.name).read_bytes() == original + b"\0"
+    finally:
+        shutil.rmtree(copy.parent)
