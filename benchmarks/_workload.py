@@ -28,8 +28,8 @@ from benchmarks._common import FastModel, sentence
 from memory_rdf import _vocab as V
 from memory_rdf._links import LinkData, link_triples
 from memory_rdf._nodes import NodeData, node_triples
+from memory_rdf._oxigraph import AgentStore, iri_ref, lit, triple
 from memory_rdf._remember import NEXT, PREVIOUS, new_node_id
-from memory_rdf._store import AgentStore, iri_ref, lit, triple
 from memory_rdf._text import index_terms
 from memory_rdf._types import clean_keywords
 

@@ -54,7 +54,7 @@ from benchmarks._common import (  # noqa: E402
 )
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager, SmallModel  # noqa: E402
-from memory_rdf._store import AgentStore, render  # noqa: E402
+from memory_rdf._oxigraph import AgentStore, render  # noqa: E402
 
 
 def prepare(path: Path, size: int, focus_limit: int, decay: float) -> None:

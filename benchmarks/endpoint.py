@@ -41,8 +41,8 @@ from benchmarks._servers import (  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, MemoryManager, MemorySystem, SparqlEndpoint  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
+from memory_rdf._oxigraph import AgentStore, lit, render  # noqa: E402
 from memory_rdf._remote import RemoteStore  # noqa: E402
-from memory_rdf._store import AgentStore, lit, render  # noqa: E402
 
 RECALLS: list[tuple[str, list[str], dict[str, Any]]] = [
     ("focus, all, depth 2", [], {"depth": 2}),

@@ -43,7 +43,7 @@ from benchmarks._common import FastModel  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, MemoryManager  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
-from memory_rdf._store import AgentStore, Term, lit, node_id, node_ref, render, to_python  # noqa: E402
+from memory_rdf._oxigraph import AgentStore, Term, lit, node_id, node_ref, render, to_python  # noqa: E402
 
 QUERY_NAMES = ("# mirror_outgoing", "# mirror_lost", "# outgoing_links", "# dangling_targets",
                "# dangling_link_details",

@@ -71,7 +71,7 @@ from benchmarks._common import (
 from benchmarks._workload import check_against_remember, generate
 from benchmarks.peers import Peer, Query, Snapshot, Timer, all_peers
 from memory_rdf import Config, HeuristicModel, MemoryManager, Processed, SmallModel, Templates
-from memory_rdf._store import AgentStore
+from memory_rdf._oxigraph import AgentStore
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results"
@@ -627,7 +627,7 @@ class SizeRun:
         return result
 
     def next_batch(self, mem: MemoryManager) -> dict[str, Any]:
-        from memory_rdf._store import render
+        from memory_rdf._oxigraph import render
 
         assert mem._store is not None
         store = mem._store
@@ -691,8 +691,8 @@ class SizeRun:
         each): no journal, scheduler, model or reads. The cost floor of a remember."""
         from memory_rdf._links import LinkData
         from memory_rdf._nodes import NodeData
+        from memory_rdf._oxigraph import WriteBatch
         from memory_rdf._remember import NEXT, PREVIOUS, new_node_id
-        from memory_rdf._store import WriteBatch
 
         model = FastModel()
         store = mem._store

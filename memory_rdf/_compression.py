@@ -27,7 +27,7 @@ from memory_rdf._exceptions import ModelError
 from memory_rdf._focus import FocusManager
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore, chunks, importances
-from memory_rdf._store import (
+from memory_rdf._oxigraph import (
     MemoryStore,
     Term,
     WriteBatch,

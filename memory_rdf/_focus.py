@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory_rdf import _vocab as V
-from memory_rdf._store import MemoryStore, WriteBatch, lit, node_id, node_ref, render, triple
+from memory_rdf._oxigraph import MemoryStore, WriteBatch, lit, node_id, node_ref, render, triple
 
 
 class FocusManager:

@@ -64,8 +64,9 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, refuse_foreign
 from memory_rdf._links import LinkStore
 from memory_rdf._nodes import NodeStore
+from memory_rdf._oxigraph import AgentStore, MemoryStore, lit, render
+from memory_rdf._oxigraph.rdflib_view import rdflib_graph
 from memory_rdf._remote import SparqlEndpoint, open_remote_for_inspection
-from memory_rdf._store import AgentStore, MemoryStore, lit, render
 
 if TYPE_CHECKING:
     import rdflib
@@ -452,9 +453,6 @@ def open_rdflib_graph(
     literals come back typed ``xsd:string`` (RDF 1.1 makes them the same literal; rdflib's
     ``Literal("x")`` does not compare equal to them: compare ``str()`` or ``.toPython()``).
     """
-    import rdflib  # imported here: rdflib takes a while to import
-    from oxrdflib import OxigraphStore
-
     if isinstance(data_dir, SparqlEndpoint):
         raise InvalidInputError(
             "open_rdflib_graph reads embedded stores; for an agent on a SPARQL endpoint use "
@@ -464,9 +462,7 @@ def open_rdflib_graph(
 
     def open_graph(store: MemoryStore) -> rdflib.Graph:
         assert isinstance(store, AgentStore)
-        graph = rdflib.Graph(
-            OxigraphStore(store=store.store), identifier=rdflib.graph.DATASET_DEFAULT_GRAPH_ID
-        )
+        graph = rdflib_graph(store)
         for prefix, iri in V.PREFIXES.items():
             graph.bind(prefix, iri)
         len(graph)  # read the snapshot once: a failure here is retried on a fresh one

@@ -2,7 +2,8 @@
 library's own invariants, checked without pyshacl (an optional extra) over a pyoxigraph store,
 in SPARQL (issue 33 F7, F8).
 
-:func:`first_problem` is what a restore runs on a backup before it becomes an agent
+:func:`~memory_rdf._oxigraph.integrity.first_problem` (which runs these checks on a pyoxigraph
+store) is what a restore runs on a backup before it becomes an agent
 (:func:`memory_rdf.backup.restore`): everything this memory_rdf would not have written is
 refused, named by one offending triple. :func:`task_problem` is remember()'s check of a
 journalled task's text (its size, its roles, the indentation of lines that read as a role),
@@ -15,11 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-
-import pyoxigraph as ox
+from typing import TYPE_CHECKING
 
 from memory_rdf import _vocab as V
 from memory_rdf._types import _LINE_BREAK, _ROLE_LABEL, ROLES
+
+if TYPE_CHECKING:
+    from memory_rdf._oxigraph.integrity import _Counts
 
 _RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 _PREFIXES = (
@@ -212,38 +215,6 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
             "HAVING(COUNT(?x) > 1)")
 
 
-class _Counts:
-    """Aggregate counts, which Oxigraph answers from its indexes ~50 times faster than the
-    checks that name a triple (10k nodes: 5 ms against 260 ms): a check whose counts show
-    nothing can be wrong is skipped."""
-
-    def __init__(self, store: ox.Store) -> None:
-        self._store = store
-
-    def __call__(self, where: str, distinct: bool = False) -> int:
-        what = "DISTINCT ?s" if distinct else "*"
-        result = self._store.query(_PREFIXES + f"SELECT (COUNT({what}) AS ?n) WHERE {{ {where} }}")
-        assert isinstance(result, ox.QuerySolutions)
-        (row,) = list(result)
-        value = row["n"]
-        assert isinstance(value, ox.Literal)
-        return int(value.value)
-
-    def subjects_typed(self, cls: str, props: tuple[str, ...]) -> bool:
-        """Every subject of ``props`` is of class ``cls``."""
-        union = " UNION ".join([f"{{ ?s a memory:{cls} }}"]
-                               + [f"{{ ?s memory:{p} ?o }}" for p in props])
-        return self(union, distinct=True) == self(f"?s a memory:{cls}")
-
-    def one_each(self, cls: str, prop: str) -> bool:
-        """Every ``cls`` has exactly one ``prop`` (its subjects being all of that class)."""
-        return self(f"?s memory:{prop} ?o") == self(f"?s memory:{prop} ?o", True) == \
-            self(f"?s a memory:{cls}")
-
-    def at_most_one(self, prop: str) -> bool:
-        return self(f"?s memory:{prop} ?o") == self(f"?s memory:{prop} ?o", True)
-
-
 def _gate(what: str, counts: _Counts) -> bool:
     """True when the counts show the check ``what`` finds nothing (the checks of every
     property's subject come first, so these may rely on them)."""
@@ -264,32 +235,6 @@ def _gate(what: str, counts: _Counts) -> bool:
 def _shown(term: object, limit: int = 120) -> str:
     text = str(term)
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
-
-
-def first_problem(store: ox.Store, max_chars: int) -> str | None:
-    """One line naming what is wrong with ``store`` and a triple that shows it, or None when
-    it holds only what memory_rdf writes. ``max_chars``: the longest text a literal (content,
-    task text, …) may hold (``Config.max_remember_chars``)."""
-    counts = _Counts(store)
-    for what, query in _checks(max_chars):
-        if _gate(what, counts):
-            continue
-        result = store.query(_PREFIXES + query + " LIMIT 1")
-        assert isinstance(result, ox.QuerySolutions)
-        for row in result:
-            s, p, o = (row[v] for v in ("s", "p", "o"))
-            return f"{what}: {_shown(s)} {_shown(p)} {_shown(o)}"
-    result = store.query(
-        _PREFIXES + f"SELECT ?s ?text WHERE {{ GRAPH {_JOURNAL} {{ ?s memory:taskText ?text }} }}")
-    assert isinstance(result, ox.QuerySolutions)
-    for row in result:
-        text = row["text"]
-        assert isinstance(text, ox.Literal)
-        problem = task_problem(text.value, max_chars)
-        if problem is not None:
-            return (f"a journalled remember that remember() would refuse ({problem}): "
-                    f"{_shown(row['s'])} <{V.MEMORY}taskText> {_shown(text)}")
-    return None
 
 
 def task_problem(text: str, max_chars: int) -> str | None:

@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 
 from memory_rdf import _vocab as V
 from memory_rdf._exceptions import SchemaVersionError, StoreError
-from memory_rdf._integrity import first_problem
-from memory_rdf._store import (
+from memory_rdf._oxigraph import (
     AgentStore,
     MemoryStore,
     Row,
@@ -27,6 +26,7 @@ from memory_rdf._store import (
     render,
     triple,
 )
+from memory_rdf._oxigraph.integrity import first_problem
 
 
 @dataclass

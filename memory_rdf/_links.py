@@ -13,7 +13,7 @@ from typing import Any
 
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
-from memory_rdf._store import (
+from memory_rdf._oxigraph import (
     MemoryStore,
     Row,
     Term,

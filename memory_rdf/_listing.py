@@ -9,7 +9,7 @@ from typing import Any
 
 from memory_rdf._exceptions import InvalidInputError
 from memory_rdf._nodes import NodeStore, chunks, importances
-from memory_rdf._store import MemoryStore, Term, lit, node_id, node_ref, render
+from memory_rdf._oxigraph import MemoryStore, Term, lit, node_id, node_ref, render
 from memory_rdf._text import keyword_rules, significant_keywords
 from memory_rdf._types import parse_time
 

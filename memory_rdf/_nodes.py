@@ -8,7 +8,16 @@ from datetime import datetime
 from typing import TypeVar
 
 from memory_rdf import _vocab as V
-from memory_rdf._store import MemoryStore, Term, WriteBatch, lit, node_id, node_ref, render, triple
+from memory_rdf._oxigraph import (
+    MemoryStore,
+    Term,
+    WriteBatch,
+    lit,
+    node_id,
+    node_ref,
+    render,
+    triple,
+)
 from memory_rdf._text import keyword_rules
 
 T = TypeVar("T")

@@ -320,18 +320,14 @@ def _unreadable(query: str, error: BaseException) -> SparqlError:
     if isinstance(error, RecursionError):
         return QueryRefusedError("the query nests too deeply for the SPARQL parser; simplify "
                                  "it")
-    import pyoxigraph as ox
-
-    from memory_rdf import _vocab as V
+    from memory_rdf._oxigraph.errors import oxigraph_syntax_error, sparql_syntax_error
 
     lines = query.count("\n") + 1
-    try:  # never runs: no parser takes \x01 after the end of a query, or in a comment
-        ox.Store().query(query + "\n\x01", prefixes=V.PREFIXES)
-    except SyntaxError as exc:
+    # never parses: no parser takes \x01 after the end of a query, or in a comment
+    exc = oxigraph_syntax_error(query + "\n\x01")
+    if exc is not None:
         found = re.search(r"error at (\d+):(\d+)", str(exc))
         if found is None or int(found[1]) <= lines:
-            from memory_rdf._store import sparql_syntax_error
-
             return sparql_syntax_error(exc, query)
     where = ""
     line = getattr(error, "lineno", None)

@@ -24,8 +24,8 @@ from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Journal, JournalTask, Metadata
 from memory_rdf._links import NEXT, PREVIOUS, LinkData, LinkStore
 from memory_rdf._nodes import NodeData, NodeStore
+from memory_rdf._oxigraph import MemoryStore, WriteBatch
 from memory_rdf._remote import EndpointUnavailable
-from memory_rdf._store import MemoryStore, WriteBatch
 from memory_rdf._text import index_terms
 from memory_rdf._types import (
     LENGTH_TOLERANCE,

@@ -41,14 +41,7 @@ from memory_rdf._exceptions import (
     StoreUnavailableError,
 )
 from memory_rdf._headers import check_header, split_userinfo
-from memory_rdf._query_guard import (
-    check_seconds,
-    check_user_query,
-    constructs,
-    keywords,
-    query_form,
-)
-from memory_rdf._store import (
+from memory_rdf._oxigraph import (
     Graphs,
     MemoryStore,
     Row,
@@ -65,6 +58,13 @@ from memory_rdf._store import (
     run_bounded,
     sparql_syntax_error,
     term_from_json,
+)
+from memory_rdf._query_guard import (
+    check_seconds,
+    check_user_query,
+    constructs,
+    keywords,
+    query_form,
 )
 
 if TYPE_CHECKING:  # httpx is imported when an endpoint is made, not with the package

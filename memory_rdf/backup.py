@@ -29,8 +29,8 @@ from typing import Any
 from memory_rdf._agents import agent_path
 from memory_rdf._config import Config
 from memory_rdf._exceptions import InvalidInputError, StoreError
+from memory_rdf._oxigraph import restore_backup
 from memory_rdf._remote import SparqlEndpoint
-from memory_rdf._store import restore_backup
 from memory_rdf.inspect import DataDir, stats
 from memory_rdf.inspect import export as _export
 

@@ -25,9 +25,9 @@ from memory_rdf._config import Config, Templates
 from memory_rdf._exceptions import InvalidInputError
 from memory_rdf._journal import refuse_foreign
 from memory_rdf._manager import MemoryManager
+from memory_rdf._oxigraph import AgentStore
 from memory_rdf._remote import SparqlEndpoint, wipe_remote_agent
 from memory_rdf._resources import data_text, query_text
-from memory_rdf._store import AgentStore
 from memory_rdf._wrap import wrap_text
 from memory_rdf.inspect import stats as inspect_stats
 

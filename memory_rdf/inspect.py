@@ -51,7 +51,7 @@ from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, c
 from memory_rdf._remote import SparqlEndpoint
 
 if TYPE_CHECKING:
-    from memory_rdf._store import MemoryStore
+    from memory_rdf._oxigraph import MemoryStore
 
 __all__ = [
     "DATA_DIR_ENV",

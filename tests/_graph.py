@@ -45,7 +45,7 @@ def created(mem: MemoryManager) -> dict[str, datetime]:
 def set_strength(mem: MemoryManager, source: str, target: str, strength: float) -> None:
     """Test setup: overwrite one link's strength in the real store (embedded or endpoint)."""
     from memory_rdf import _vocab as V
-    from memory_rdf._store import WriteBatch, link_ref, lit, triple
+    from memory_rdf._oxigraph import WriteBatch, link_ref, lit, triple
 
     ids = ids_by_content(mem)
     link = link_ref(ids[source], ids[target])

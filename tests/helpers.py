@@ -22,8 +22,9 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from memory_rdf import Config, MemoryManager, Processed, Templates, _store
+from memory_rdf import Config, MemoryManager, Processed, Templates
 from memory_rdf import _vocab as V
+from memory_rdf._oxigraph.link_index import build_index
 
 
 @dataclass
@@ -157,12 +158,13 @@ def open_once_released(open_store: Callable[[], Any], timeout: float = 30) -> An
 
 def pause_as_run_returns(returning: threading.Event, seconds: float = 1.0) -> Any:
     """A trace function (``sys.settrace`` / ``threading.settrace``) that sets ``returning`` and
-    sleeps ``seconds`` as a function named ``run`` of memory_rdf/_store.py returns: the thread
-    is held right after what that ``run`` did (a read's hold, a flusher's work) ended."""
+    sleeps ``seconds`` as a function named ``run`` of memory_rdf/_oxigraph/agent_store.py
+    returns: the thread is held right after what that ``run`` did (a read's hold, a flusher's
+    work) ended."""
 
     def trace(frame: Any, event: str, arg: object) -> Any:
         code = frame.f_code
-        if code.co_name != "run" or not code.co_filename.endswith("_store.py"):
+        if code.co_name != "run" or not code.co_filename.endswith("agent_store.py"):
             return None
 
         def local(frame: Any, event: str, arg: object) -> Any:
@@ -213,7 +215,7 @@ def derived_index(disk: ox.Store) -> set[str]:
     """The link index a mirror built from scratch out of ``disk`` holds."""
     fresh = ox.Store()
     fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
-    _store.build_index(fresh)
+    build_index(fresh)
     return index(fresh)
 
 

@@ -516,7 +516,7 @@ def test_the_flush_runs_beside_the_writer_and_close_waits_for_it(tmp_path: Path)
     """A flush runs in a background thread: the writer does not wait for it, not even while
     it waits for a compaction in progress (held here: the store's one-at-a-time lock of
     RocksDB upkeep); close() waits for it, and what was written is there after reopening."""
-    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
     store = AgentStore(tmp_path / "a")
     store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
@@ -572,7 +572,7 @@ def test_flushes_and_compactions_never_run_at_once(tmp_path: Path) -> None:
     """RocksDB flushes and compactions (background flusher, background compaction, flush(),
     optimize()) run one at a time: two at once can wait forever for each other with
     Oxigraph's RocksDB options (RocksDB issues #12094, #13280)."""
-    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
     store = AgentStore(tmp_path / "a")
     counting = _CountingStore(store._store)
@@ -615,7 +615,7 @@ def test_a_writer_with_flushes_and_compactions_beside_it_never_hangs(tmp_path: P
     commits ask for a flush every 20 kB while a compaction starts every 50 commits. Before
     flushes and compactions were taken one at a time, a flush waited forever inside RocksDB
     (`DBImpl::WaitForFlushMemTables`) within ~1,000 commits, and the writer behind it."""
-    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
     store = AgentStore(tmp_path / "a")
     store.FLUSH_AFTER_BYTES = 20_000  # type: ignore[misc]
@@ -646,7 +646,7 @@ def test_reopening_an_agent_keeps_few_rocksdb_info_logs(tmp_path: Path) -> None:
     """Every read-write open rotates RocksDB's info log (~140 kB); without pruning an agent
     opened once per call (``memory-rdf recall``) grew by that much each time. The memory
     itself survives every open."""
-    from memory_rdf._store import INFO_LOGS_KEPT
+    from memory_rdf._oxigraph import INFO_LOGS_KEPT
 
     with MemoryManager("logs", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
         remember(mem, "我们决定用 PostgreSQL")
@@ -665,7 +665,7 @@ def test_a_query_still_running_after_close_keeps_the_agent_held(tmp_path: Path) 
     cannot stop it): after close() the agent stays held until it ends, so a second instance
     of the store cannot open beside it under another spelling; then it opens."""
     from memory_rdf import QueryTimeoutError
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     data = tmp_path / "data"
     store = AgentStore(data / "agent", mirror=False)
@@ -690,7 +690,7 @@ def test_an_untimed_read_in_another_thread_keeps_the_agent_held_after_close(
     """An untimed query (read mirror off) running in another thread has the store in hand:
     close() from this thread releases the agent's lock only once it ends, so no second
     instance opens beside the live one under another spelling; the read gets its answer."""
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     data = tmp_path / "data"
     store = AgentStore(data / "agent", mirror=False)
@@ -726,7 +726,7 @@ def test_a_forked_child_holds_none_of_its_parents_agents(tmp_path: Path) -> None
     """A child forked while an agent is open (multiprocessing's fork, pre-fork servers) does
     not keep the agent held after the parent lets it go, and its releasing does not unlock
     the parent's live store."""
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     data = tmp_path / "data"
     store = AgentStore(data / "agent", mirror=False)
@@ -771,7 +771,7 @@ def test_a_forked_child_holds_none_of_its_parents_agents(tmp_path: Path) -> None
     ("Corruption: IO error: While lock file: /d/a/LOCK", False),
 ])
 def test_rocksdb_lock_errors_are_told_by_rocksdb_s_wording(said: str, locked: bool) -> None:
-    from memory_rdf._store import is_lock_error
+    from memory_rdf._oxigraph import is_lock_error
 
     assert is_lock_error(OSError(said)) is locked
 

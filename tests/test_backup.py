@@ -237,9 +237,9 @@ def test_a_restore_lets_no_one_in(source: Path, tmp_path: Path,
     """The agent being restored, or open, is held: a second restore or an open of it is
     refused (StoreLockedError) instead of taking the half-built store away from the first;
     a restore of an agent that is open elsewhere is refused the same way."""
-    import memory_rdf._store as store_module
+    import memory_rdf._oxigraph.restore as store_module
     from memory_rdf import StoreLockedError
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     saved = tmp_path / "src.nq"
     saved.write_bytes(backup.export("src", source))

@@ -129,7 +129,7 @@ def test_a_link_whose_iri_does_not_name_its_ends_is_read_from_the_store() -> Non
     a link with another IRI (written by some other tool) is still found, its ends read."""
     from memory_rdf import _vocab as V
     from memory_rdf._compression import _Chunk
-    from memory_rdf._store import AgentStore, WriteBatch, iri_ref, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, iri_ref, lit, node_ref, triple
 
     store = AgentStore(None)
     batch = WriteBatch()
@@ -152,7 +152,7 @@ def test_a_text_literal_of_another_form_is_replaced_too(tmp_path: Path) -> None:
     literal of a form the library does not write (a language tag, say, added by another tool)
     cannot be rebuilt, so that node's text is deleted by pattern: nothing stale remains."""
     from memory_rdf import _vocab as V
-    from memory_rdf._store import WriteBatch, iri_ref, triple
+    from memory_rdf._oxigraph import WriteBatch, iri_ref, triple
 
     from _graph import ids_by_content, set_strength
     from helpers import FAST, ScriptedModel, remember
@@ -183,11 +183,11 @@ def test_the_read_mirror_is_built_again_after_many_rewrites(
     """Oxigraph's in-memory store keeps every triple deleted from it, so a mirror kept in step
     with compression's rewrites would grow without end: after enough update text it is built
     again from the disk store, and reads stay exact throughout."""
-    from memory_rdf import _store
     from memory_rdf import _vocab as V
-    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import mirror as mirror_module
 
-    monkeypatch.setattr(_store, "MIRROR_RENEW_MIN_BYTES", 2000)
+    monkeypatch.setattr(mirror_module, "MIRROR_RENEW_MIN_BYTES", 2000)
     store = AgentStore(tmp_path / "agent", mirror=True)
     try:
         batch = WriteBatch()

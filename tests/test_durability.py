@@ -55,7 +55,7 @@ from memory_rdf import (
 )
 from memory_rdf._inspect import inspect_agent, inspect_stats, validate
 from memory_rdf._journal import Journal
-from memory_rdf._store import AgentStore, node_id
+from memory_rdf._oxigraph import AgentStore, node_id
 from memory_rdf._vocab import SCHEMA_VERSION
 
 from helpers import FAST, ScriptedModel, say, undated

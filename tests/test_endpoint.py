@@ -37,8 +37,8 @@ from memory_rdf import (
     StoreLockedError,
     UpdateRefusedError,
 )
+from memory_rdf._oxigraph import AgentStore
 from memory_rdf._remote import RemoteStore
-from memory_rdf._store import AgentStore
 
 from helpers import FAST, ScriptedModel, memory_rdf_command, remember, say, undated
 from servers import Server, loopback, oxigraph_command

@@ -143,3 +143,19 @@ def test_the_readme_layout_names_every_module() -> None:
     names |= {f"{p.name}/" for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("__")}
     missing = sorted(n for n in names if f"`{n}`" not in section)
     assert missing == []
+
+
+def test_the_layout_lists_every_storage_module_with_its_lines() -> None:
+    """The storage package's table in "How the code is laid out" names each module of
+    ``_oxigraph/`` with its line count, kept roughly true (within 25% or 40 lines)."""
+    text = (REPO / "docs" / "how-it-works.md").read_text(encoding="utf-8") + "\n## "
+    match = re.search(r"^## How the code is laid out\n(.*?)^## ", text, re.S | re.M)
+    assert match
+    stated = {name: int(lines) for name, lines in
+              re.findall(r"^\| `(\w+\.py)` \| (\d+) \|", match.group(1), re.M)}
+    actual = {p.name: len(p.read_text(encoding="utf-8").splitlines())
+              for p in (ROOT / "_oxigraph").glob("*.py")}
+    assert sorted(stated) == sorted(actual)
+    off = {name: (stated[name], lines) for name, lines in actual.items()
+           if abs(stated[name] - lines) > max(40, lines // 4)}
+    assert off == {}, "update the line counts in docs/how-it-works.md"

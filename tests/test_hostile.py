@@ -33,8 +33,8 @@ from memory_rdf import (
     inspect,
 )
 from memory_rdf._calls import Backoff
+from memory_rdf._oxigraph import lit, render
 from memory_rdf._scheduler import Agent, Scheduler, Task, TaskKind
-from memory_rdf._store import lit, render
 from tests.helpers import FAST, ScriptedModel, memory_rdf_command, remember, undated
 from tests.servers import SparqlRecorder, loopback
 

@@ -87,7 +87,7 @@ def test_sixty_agents_under_a_limit_of_256_open_files(tmp_path: Path) -> None:
 
 def test_a_parked_store_keeps_its_lock_and_opens_again_at_its_next_use(tmp_path: Path) -> None:
     from memory_rdf import _vocab as V
-    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
     path = tmp_path / "data" / "agent"
     store = AgentStore(path, mirror=True)
@@ -121,7 +121,7 @@ def test_a_parked_store_keeps_its_lock_and_opens_again_at_its_next_use(tmp_path:
 
 def test_a_store_in_use_is_not_parked(tmp_path: Path) -> None:
     """A read in another thread holds the store: park() refuses instead of waiting."""
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     store = AgentStore(tmp_path / "agent", mirror=False)
     answer = fill_for_a_heavy_count(store)
@@ -134,7 +134,7 @@ def test_a_store_in_use_is_not_parked(tmp_path: Path) -> None:
 
 
 def test_the_limit_of_open_files_is_said_plainly() -> None:
-    from memory_rdf._store import _store_message
+    from memory_rdf._oxigraph.errors import _store_message
 
     said = _store_message("cannot open the memory store d/a",
                           OSError(errno.EMFILE, "Too many open files"))
@@ -174,13 +174,14 @@ def test_a_park_as_the_mirror_build_ends_does_not_wait_forever(
     """The build thread takes the write lock one last time after its state says "on": a park
     in between (which holds the write lock as it stops the mirror, joining that thread) waited
     for it forever."""
-    import memory_rdf._store as S
+    import memory_rdf._oxigraph.agent_store as S
+    import memory_rdf._oxigraph.mirror as M
 
     store = S.AgentStore(tmp_path / "agent", mirror=True)
     assert store.wait_mirror(60)
     # A renewal's build frees memory after its state turned "on": made slow, it holds the
     # thread in the window the park came in.
-    monkeypatch.setattr(S, "_release_freed_memory", lambda: time.sleep(0.5))
+    monkeypatch.setattr(M, "_release_freed_memory", lambda: time.sleep(0.5))
     with store._write_lock:
         store._mirror.renew()  # what a commit does once enough text was applied to the copy
     deadline = time.monotonic() + 60
@@ -211,7 +212,7 @@ def test_a_compaction_started_as_the_store_is_parked_does_not_keep_it_open(
     """The scheduler's on-idle hook (maybe_optimize_in_background, no lock taken) ran while a
     park was under way: its thread had the store in hand, which stayed open while parked,
     and the agent's next use could not open it again (StoreLockedError)."""
-    import memory_rdf._store as S
+    import memory_rdf._oxigraph.agent_store as S
 
     store = S.AgentStore(tmp_path / "agent", mirror=False)
     store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
@@ -249,7 +250,7 @@ def test_a_flusher_ending_as_the_store_is_parked_does_not_keep_it_open(tmp_path:
     still had the store in hand (its closure, until the thread ended): a park in between
     left RocksDB open and the next use could not open it again."""
     from memory_rdf import _vocab as V
-    from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
     store = AgentStore(tmp_path / "agent", mirror=False)
     store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
@@ -276,8 +277,8 @@ def test_a_replaced_mirror_build_still_running_keeps_the_agent_held(
     one stops only at its next chunk, with the disk store in hand meanwhile. close() released
     the agent's lock beside it (a second instance could open under another spelling); now
     the old build holds the store (StoreUsers) and the lock goes once it has ended."""
-    import memory_rdf._store as S
-    from memory_rdf._store import AgentStore
+    import memory_rdf._oxigraph.mirror as S
+    from memory_rdf._oxigraph import AgentStore
 
     data = tmp_path / "data"
     store = AgentStore(data / "agent", mirror=True)

@@ -32,9 +32,10 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from memory_rdf import MemoryManager, _remember, _store
+from memory_rdf import MemoryManager, _remember
 from memory_rdf import _vocab as V
-from memory_rdf._store import AgentStore
+from memory_rdf._oxigraph import AgentStore, WriteBatch, link_ref, lit, node_ref, triple
+from memory_rdf._oxigraph import mirror as mirror_module
 
 from helpers import FAST, ScriptedModel, derived_index, index, quads, say
 
@@ -146,7 +147,7 @@ def test_mirror_index_differential(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(_remember, "new_node_id", node_id)
     # renewals of the mirror (built again from disk) happen within the sequence
-    monkeypatch.setattr(_store, "MIRROR_RENEW_MIN_BYTES", 120_000)
+    monkeypatch.setattr(mirror_module, "MIRROR_RENEW_MIN_BYTES", 120_000)
     for agent in agents:
         agent.open()
     rng = random.Random(SEED)
@@ -259,19 +260,19 @@ def test_link_index_follows_random_write_batches(tmp_path: Path) -> None:
     try:
         assert store.wait_mirror(30)
         for step in range(300):
-            batch = _store.WriteBatch()
+            batch = WriteBatch()
             done: list[str] = []
             for _ in range(rng.randint(1, 4)):
                 kind = rng.randrange(9)
                 a, b = rng.choice(names), rng.choice(names)
-                ref = _store.link_ref(a, b)
+                ref = link_ref(a, b)
                 if kind == 0:
                     batch.insert(node(a, rng.randint(0, 2)))
                 elif kind == 1:
-                    batch.update("forget_nodes", nodes=[_store.node_ref(n) for n in {a, b}])
+                    batch.update("forget_nodes", nodes=[node_ref(n) for n in {a, b}])
                 elif kind == 2:
-                    batch.delete([_store.triple(_store.node_ref(a), V.SCAN_COUNT,
-                                                _store.lit(rng.randint(0, 2)))])
+                    batch.delete([triple(node_ref(a), V.SCAN_COUNT,
+                                                lit(rng.randint(0, 2)))])
                 elif kind in (3, 4):
                     batch.insert(link_triples(LinkData(a, b, rng.choice([0.5, 1.0]),
                                                        rng.choice(RELATIONS))))
@@ -280,7 +281,7 @@ def test_link_index_follows_random_write_batches(tmp_path: Path) -> None:
                             ox.NamedNode(ref[1:-1]), ox.NamedNode(V.SOURCE[1:-1]), None)):
                         continue
                     verb = batch.insert if rng.random() < 0.5 else batch.delete
-                    verb([_store.triple(ref, V.RELATION, _store.lit(rng.choice(RELATIONS[2:])))])
+                    verb([triple(ref, V.RELATION, lit(rng.choice(RELATIONS[2:])))])
                 elif kind in (6, 7):
                     batch.update("delete_links", links=[ref])
                 else:  # the whole link by DELETE DATA, whatever its strength and relations
@@ -311,12 +312,12 @@ def test_a_link_out_of_a_node_forgotten_earlier_in_the_same_batch(tmp_path: Path
     store = AgentStore(tmp_path / "agent", mirror=True)
     try:
         assert store.wait_mirror(30)
-        batch = _store.WriteBatch()
+        batch = WriteBatch()
         for nid in (a, b):
             batch.insert(node_triples(NodeData(nid, "text", "phrase", ["K"], created, 4, 1)))
         store.commit(batch)
-        batch = _store.WriteBatch()
-        batch.update("forget_nodes", nodes=[_store.node_ref(a)])
+        batch = WriteBatch()
+        batch.update("forget_nodes", nodes=[node_ref(a)])
         batch.insert(link_triples(LinkData(a, b, 0.5, "owns")))
         store.commit(batch)
         mirror = store._mirror

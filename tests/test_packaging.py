@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from pyoxigraph import Literal, NamedNode, Store
 
-from memory_rdf import _store
+from memory_rdf import _oxigraph
+from memory_rdf import _vocab as V
 from memory_rdf._resources import query_names, query_text, update_names, update_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,26 +28,26 @@ def test_every_query_file_parses_and_has_a_header() -> None:
         assert text.startswith(f"# {name} — "), name
         assert "Output" in text or "Outputs" in text, name
         # as shipped (what a user can run as-is) ...
-        store.query(text, prefixes=_store.V.PREFIXES)
+        store.query(text, prefixes=V.PREFIXES)
         # ... and rendered with parameters
-        node = _store.node_ref("0" * 32)
+        node = _oxigraph.node_ref("0" * 32)
         params = {
-            "sources": [node], "nodes": [node], "threshold": _store.lit(0.01),
-            "relations": [_store.lit("上文")], "keywords": [_store.lit("jwt")], "node": node,
-            "links": [_store.link_ref("0" * 32, "1" * 32)], "status": _store.lit("pending"),
-            "since": _store.lit(datetime(2024, 1, 1, tzinfo=UTC)),
-            "until": _store.lit(datetime(2025, 1, 1, tzinfo=UTC)),
-            "terms": [_store.lit("jwt")], "lease": node, **_store.EMBEDDED_GRAPHS.params(),
+            "sources": [node], "nodes": [node], "threshold": _oxigraph.lit(0.01),
+            "relations": [_oxigraph.lit("上文")], "keywords": [_oxigraph.lit("jwt")], "node": node,
+            "links": [_oxigraph.link_ref("0" * 32, "1" * 32)], "status": _oxigraph.lit("pending"),
+            "since": _oxigraph.lit(datetime(2024, 1, 1, tzinfo=UTC)),
+            "until": _oxigraph.lit(datetime(2025, 1, 1, tzinfo=UTC)),
+            "terms": [_oxigraph.lit("jwt")], "lease": node, **_oxigraph.EMBEDDED_GRAPHS.params(),
         }
-        store.query(_store.render(name, **params), prefixes=_store.V.PREFIXES)
+        store.query(_oxigraph.render(name, **params), prefixes=V.PREFIXES)
 
 
-@pytest.mark.parametrize("graphs", [_store.EMBEDDED_GRAPHS, _store.Graphs(
-    memory=_store.iri_ref("https://w3id.org/memory-rdf/agent/a"),
-    journal=_store.iri_ref("https://w3id.org/memory-rdf/agent/a/journal"),
-    meta=_store.iri_ref("https://w3id.org/memory-rdf/agent/a/meta"),
+@pytest.mark.parametrize("graphs", [_oxigraph.EMBEDDED_GRAPHS, _oxigraph.Graphs(
+    memory=_oxigraph.iri_ref("https://w3id.org/memory-rdf/agent/a"),
+    journal=_oxigraph.iri_ref("https://w3id.org/memory-rdf/agent/a/journal"),
+    meta=_oxigraph.iri_ref("https://w3id.org/memory-rdf/agent/a/meta"),
 )], ids=["embedded", "endpoint"])
-def test_every_update_file_parses_and_has_a_header(graphs: _store.Graphs) -> None:
+def test_every_update_file_parses_and_has_a_header(graphs: _oxigraph.Graphs) -> None:
     names = update_names()
     assert {"forget_node", "delete_link", "delete_node_text", "remove_task",
             "clear_creation_marks"} <= set(names)
@@ -55,48 +56,49 @@ def test_every_update_file_parses_and_has_a_header(graphs: _store.Graphs) -> Non
         text = update_text(name)
         assert text.startswith(f"# {name} — "), name
         assert "Output" in text, name
-        store.update(text, prefixes=_store.V.PREFIXES)  # as shipped
+        store.update(text, prefixes=V.PREFIXES)  # as shipped
         if graphs.memory is None and "$memory" in text:
             continue  # names the memory graph: for endpoints only (wipe_agent)
-        node = _store.node_ref("0" * 32)
-        params = {"node": node, "link": _store.link_ref("0" * 32, "1" * 32), "nodes": [node],
-                  "links": [_store.link_ref("0" * 32, "1" * 32)],
-                  "task": _store.iri_ref(_store.V.TASK + "0" * 32), "lease": node,
-                  "holder": _store.lit("me"), "now": _store.lit(1), "expires": _store.lit(2),
+        node = _oxigraph.node_ref("0" * 32)
+        params = {"node": node, "link": _oxigraph.link_ref("0" * 32, "1" * 32), "nodes": [node],
+                  "links": [_oxigraph.link_ref("0" * 32, "1" * 32)],
+                  "task": _oxigraph.iri_ref(V.TASK + "0" * 32), "lease": node,
+                  "holder": _oxigraph.lit("me"), "now": _oxigraph.lit(1),
+                  "expires": _oxigraph.lit(2),
                   "changed": [node], "forgotten": [node]}
-        batch = _store.WriteBatch()
+        batch = _oxigraph.WriteBatch()
         batch.update(name, **params)
         rendered = batch.text(graphs)
         assert ("WITH" in rendered) == (graphs.memory is not None and "@with" in text)
-        store.update(rendered, prefixes=_store.V.PREFIXES)
+        store.update(rendered, prefixes=V.PREFIXES)
 
 
 def test_standard_forms_of_lateral_queries_give_the_same_answers() -> None:
-    store = _store.AgentStore(None)
-    batch = _store.WriteBatch()
+    store = _oxigraph.AgentStore(None)
+    batch = _oxigraph.WriteBatch()
     for i, terms in enumerate([("jwt", "login"), ("jwt",), ("login", "v2"), ("v2",)]):
-        node = _store.node_ref(f"{i:032x}")
-        batch.insert([_store.triple(node, _store.V.TERM, _store.lit(t)) for t in terms])
-        batch.insert([_store.triple(node, _store.V.TERM_COUNT, _store.lit(len(terms)))])
+        node = _oxigraph.node_ref(f"{i:032x}")
+        batch.insert([_oxigraph.triple(node, V.TERM, _oxigraph.lit(t)) for t in terms])
+        batch.insert([_oxigraph.triple(node, V.TERM_COUNT, _oxigraph.lit(len(terms)))])
     store.commit(batch)
-    terms = [_store.lit(t) for t in ("jwt", "v2", "absent")]
+    terms = [_oxigraph.lit(t) for t in ("jwt", "v2", "absent")]
     df = {"keywords": terms, "terms": terms, "postings": 3}
-    assert sorted(store.rows(_store.render("keyword_entry_df", **df))) == sorted(
-        store.rows(_store.render("keyword_entry_df_std", **df))
+    assert sorted(store.rows(_oxigraph.render("keyword_entry_df", **df))) == sorted(
+        store.rows(_oxigraph.render("keyword_entry_df_std", **df))
     ) == [("jwt", 2), ("v2", 2)]
-    entries = [_store.lit(f"{idf!r} 1.5 {t}") for idf, t in ((0.7, "jwt"), (0.9, "v2"))]
-    entry = {"keywords": entries, "terms": [_store.lit("jwt"), _store.lit("v2")],
+    entries = [_oxigraph.lit(f"{idf!r} 1.5 {t}") for idf, t in ((0.7, "jwt"), (0.9, "v2"))]
+    entry = {"keywords": entries, "terms": [_oxigraph.lit("jwt"), _oxigraph.lit("v2")],
              "postings": 10, "candidates": 10, "results": 3}
-    lateral = store.rows(_store.render("keyword_entry", **entry))
+    lateral = store.rows(_oxigraph.render("keyword_entry", **entry))
     assert len(lateral) == 3
-    assert lateral == store.rows(_store.render("keyword_entry_std", **entry))
+    assert lateral == store.rows(_oxigraph.render("keyword_entry_std", **entry))
 
 
 def test_render_refuses_raw_strings() -> None:
     with pytest.raises(TypeError):
-        _store.render("importance", node="<x>", threshold=_store.lit(0.1))  # type: ignore[arg-type]
-    hostile = _store.lit('"} DELETE WHERE { ?s ?p ?o } #')
-    text = _store.render("dangling_links", sources=[hostile], threshold=_store.lit(0.1),
+        _oxigraph.render("importance", node="<x>", threshold=_oxigraph.lit(0.1))  # type: ignore[arg-type]
+    hostile = _oxigraph.lit('"} DELETE WHERE { ?s ?p ?o } #')
+    text = _oxigraph.render("dangling_links", sources=[hostile], threshold=_oxigraph.lit(0.1),
                          relations=[hostile])
     assert str(Literal('"} DELETE WHERE { ?s ?p ?o } #')) in text
     assert str(NamedNode("https://w3id.org/memory-rdf/node/x")) == "<https://w3id.org/memory-rdf/node/x>"

@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from memory_rdf import MemoryManager, StoreError, _store
+from memory_rdf import MemoryManager, StoreError
 from memory_rdf import _vocab as V
-from memory_rdf._store import AgentStore, WriteBatch, iri_ref, lit, triple
+from memory_rdf._oxigraph import AgentStore, WriteBatch, agent_store, iri_ref, lit, node_ref, triple
+from memory_rdf._oxigraph.disk_writer import _parallel_writes
 
 from helpers import FAST, ScriptedModel, quads, remember
 
-pytestmark = pytest.mark.skipif(not _store._parallel_writes(),
+pytestmark = pytest.mark.skipif(not _parallel_writes(),
                                 reason="one CPU: commits apply one store after the other")
 
 MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=8, decay_rate=0.6)
@@ -37,7 +38,7 @@ def at_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sizes.append(len(text))
         real(self, text, batch, mirror)
 
-    monkeypatch.setattr(_store, "PARALLEL_COMMIT_BYTES", 0)
+    monkeypatch.setattr(agent_store, "PARALLEL_COMMIT_BYTES", 0)
     monkeypatch.setattr(AgentStore, "_commit_at_once", counted)
     return sizes
 
@@ -94,7 +95,7 @@ def test_every_kind_of_write_lands_on_both_stores(
         node = mem.memories(limit=1)[0]["id"]
         mem.forget([node])
         in_step(mem)
-        assert not mem.sparql(f"ASK {{ {_store.node_ref(node)} ?p ?o }}")
+        assert not mem.sparql(f"ASK {{ {node_ref(node)} ?p ?o }}")
         assert store.mirror_state == "on"
 
 

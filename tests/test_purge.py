@@ -220,11 +220,11 @@ def test_no_other_open_runs_while_a_purge_swaps_the_store(
     import sys
     import types
 
-    import memory_rdf._store as store_module
+    import memory_rdf._oxigraph.agent_store as store_module
     from memory_rdf import StoreLockedError
 
     other_process = (
-        "import sys; from pathlib import Path; from memory_rdf._store import AgentStore\n"
+        "import sys; from pathlib import Path; from memory_rdf._oxigraph import AgentStore\n"
         "try:\n    AgentStore(Path(sys.argv[1]))\nexcept Exception as exc:\n"
         "    print(type(exc).__name__)\nelse:\n    print('opened')\n"
     )
@@ -327,7 +327,7 @@ def test_a_purge_right_after_a_read_ended_its_hold(data_dir: Path, form: str) ->
     frame after the read's hold ended: a purge's swap that came in between met the old
     instance still open (the purge failed, and the store was left closed). The result now
     ends with the hold. The reader is held as its frame returns, by a trace."""
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     store = AgentStore(data_dir / "agent", mirror=False)
     store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
@@ -359,7 +359,7 @@ def test_a_swap_that_cannot_open_the_store_again_leaves_it_to_the_next_use(
     for the rest of the session: every later call said "closed". The next use now opens it
     again; nothing was purged, nothing lost."""
     from memory_rdf import StoreError
-    from memory_rdf._store import AgentStore
+    from memory_rdf._oxigraph import AgentStore
 
     store = AgentStore(data_dir / "agent", mirror=False)
     store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")

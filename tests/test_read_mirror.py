@@ -17,9 +17,21 @@ from typing import Any
 import pyoxigraph as ox
 import pytest
 
-from memory_rdf import Config, ConfigError, MemoryManager, _manager, _store
+from memory_rdf import Config, ConfigError, MemoryManager, _manager
 from memory_rdf import _vocab as V
-from memory_rdf._store import AgentStore, WriteBatch, mirror_fits
+from memory_rdf._oxigraph import (
+    AgentStore,
+    WriteBatch,
+    iri_ref,
+    link_index,
+    link_ref,
+    lit,
+    mirror_budget,
+    mirror_fits,
+    node_ref,
+    triple,
+)
+from memory_rdf._oxigraph import mirror as mirror_module
 
 from helpers import (
     FAST,
@@ -132,7 +144,7 @@ def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
         build(mem, model)
         assert_in_step(mem)
     # the same store when (as measured at open) no memory is available: no mirror
-    monkeypatch.setattr(_store, "available_memory", lambda: 0)
+    monkeypatch.setattr(mirror_budget, "available_memory", lambda: 0)
     with MemoryManager("auto", data_dir=data_dir, config=FAST, model=model) as mem:
         store = mem._store
         assert isinstance(store, AgentStore)
@@ -157,19 +169,20 @@ def test_the_automatic_choice_counts_the_process_s_other_mirrors(
             build(mem, model)
             store = mem._store
             assert isinstance(store, AgentStore)
-            estimate = _store._nodes_estimate(store.store) * _store.MIRROR_BYTES_PER_NODE
+            estimate = (mirror_module._nodes_estimate(store.store)
+                        * mirror_budget.MIRROR_BYTES_PER_NODE)
     # room for one of the two: a needs 4x its size available, a and b together 7x
-    monkeypatch.setattr(_store, "available_memory", lambda: 5 * estimate)
+    monkeypatch.setattr(mirror_budget, "available_memory", lambda: 5 * estimate)
     with MemoryManager("a", data_dir=data_dir, config=FAST, model=model) as a:
         a_store = a._store
         assert isinstance(a_store, AgentStore) and a_store.wait_mirror(60)
-        assert _store.MIRROR_BUDGET.reserved() == estimate
+        assert mirror_budget.MIRROR_BUDGET.reserved() == estimate
         with MemoryManager("b", data_dir=data_dir, config=FAST, model=model) as b:
             b_store = b._store
             assert isinstance(b_store, AgentStore) and not b_store.wait_mirror(60)
             assert b_store.mirror_state == "too large"
             assert "JWT" in b.recall(["JWT"], depth=2)  # read from disk, same answers
-    assert _store.MIRROR_BUDGET.reserved() == 0  # closing gives the share back
+    assert mirror_budget.MIRROR_BUDGET.reserved() == 0  # closing gives the share back
     with MemoryManager("b", data_dir=data_dir, config=FAST, model=model) as b:
         b_store = b._store
         assert isinstance(b_store, AgentStore) and b_store.wait_mirror(60)
@@ -288,29 +301,29 @@ def test_the_link_index_follows_every_kind_of_write(tmp_path: Path) -> None:
             LinkData(s * 32, t * 32, 0.5, r))])
         steps.append(batch)
         batch = WriteBatch()  # a relation renamed, a strength rewritten
-        ab = _store.link_ref("a" * 32, "b" * 32)
-        batch.delete([_store.triple(ab, V.RELATION, _store.lit("下文"))])
-        batch.insert([_store.triple(ab, V.RELATION, _store.lit("上文")),
-                      _store.triple(_store.link_ref("b" * 32, "c" * 32), V.STRENGTH,
-                                    _store.lit(0.25))])
+        ab = link_ref("a" * 32, "b" * 32)
+        batch.delete([triple(ab, V.RELATION, lit("下文"))])
+        batch.insert([triple(ab, V.RELATION, lit("上文")),
+                      triple(link_ref("b" * 32, "c" * 32), V.STRENGTH,
+                                    lit(0.25))])
         steps.append(batch)
         batch = WriteBatch()  # c forgotten: c→a goes, b→c dangles
-        batch.update("forget_nodes", nodes=[_store.node_ref("c" * 32)])
+        batch.update("forget_nodes", nodes=[node_ref("c" * 32)])
         steps.append(batch)
         batch = WriteBatch()  # d created: the dangling a→d becomes live
         batch.insert(node("d" * 32))
         steps.append(batch)
         batch = WriteBatch()  # d's scanCount deleted alone: a→d dangles again
-        batch.delete([_store.triple(_store.node_ref("d" * 32), V.SCAN_COUNT, _store.lit(0))])
+        batch.delete([triple(node_ref("d" * 32), V.SCAN_COUNT, lit(0))])
         steps.append(batch)
         batch = WriteBatch()  # a→b re-targeted by hand, b→c deleted
-        batch.delete([_store.triple(ab, V.TARGET, _store.node_ref("b" * 32))])
-        batch.insert([_store.triple(ab, V.TARGET, _store.node_ref("a" * 32))])
-        batch.update("delete_links", links=[_store.link_ref("b" * 32, "c" * 32)])
+        batch.delete([triple(ab, V.TARGET, node_ref("b" * 32))])
+        batch.insert([triple(ab, V.TARGET, node_ref("a" * 32))])
+        batch.update("delete_links", links=[link_ref("b" * 32, "c" * 32)])
         steps.append(batch)
         batch = WriteBatch()  # an update the index knows nothing about: derived again
-        batch.update("wipe_agent", memory=_store.iri_ref("https://example.org/elsewhere"),
-                     lease=_store.node_ref("e" * 32))
+        batch.update("wipe_agent", memory=iri_ref("https://example.org/elsewhere"),
+                     lease=node_ref("e" * 32))
         steps.append(batch)
         for step in steps:
             store.commit(step)
@@ -347,7 +360,7 @@ def test_a_compression_commit_reads_nothing_for_the_link_index(
         assert sum(r["scanned"] for r in reports) > 0, reports
         assert sum(r["compressed"] for r in reports) > 0, reports
         assert sum(r["forgotten"] for r in reports) > 0, reports
-        changes = [_store.index_changes(batch) for batch in commits]
+        changes = [link_index.index_changes(batch) for batch in commits]
         assert changes
         for change in changes:
             assert set(change.liveness.values()) <= {"forget"}, change.liveness
@@ -407,23 +420,23 @@ def test_every_update_template_is_known_to_the_link_index() -> None:
     followed = {"forget_node", "forget_nodes", "delete_link", "delete_links"}
     own = {"mirror_index", "mirror_index_all"}  # the index's own updates
     endpoint_only = {"wipe_agent"}  # names the memory graph: never run on an embedded store
-    assert set(update_names()) == _store._INDEX_NEUTRAL | followed | own | endpoint_only
+    assert set(update_names()) == link_index._INDEX_NEUTRAL | followed | own | endpoint_only
 
 
 def test_a_store_dropped_without_close_gives_its_mirror_share_back() -> None:
     # The budget holds its stores weakly: one collected without close() no longer counts
     # against the others' automatic choice, and no later store inherits its share by id.
-    budget = _store._MirrorBudget()
+    budget = mirror_budget._MirrorBudget()
 
     class Owner:
         pass
 
     kept, dropped = Owner(), Owner()
     assert budget.claim(kept, 10, True) and budget.claim(dropped, 20, True)
-    assert budget.reserved() == 30 * _store.MIRROR_BYTES_PER_NODE
+    assert budget.reserved() == 30 * mirror_budget.MIRROR_BYTES_PER_NODE
     del dropped
     gc.collect()
-    assert budget.reserved() == 10 * _store.MIRROR_BYTES_PER_NODE
+    assert budget.reserved() == 10 * mirror_budget.MIRROR_BYTES_PER_NODE
     budget.release(kept)
     assert budget.reserved() == 0
 
@@ -431,7 +444,7 @@ def test_a_store_dropped_without_close_gives_its_mirror_share_back() -> None:
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """The mirror's copy in 2 kB chunks: a 200-node dump goes through hundreds of them."""
-    monkeypatch.setattr(_store, "MIRROR_CHUNK", 2048)
+    monkeypatch.setattr(mirror_module, "MIRROR_CHUNK", 2048)
 
 
 def _generated_dump(tmp_path: Path) -> tuple[ox.Store, bytes]:
@@ -447,10 +460,10 @@ def test_the_dump_is_loaded_by_a_loader_thread_chunk_by_chunk(tmp_path: Path) ->
     # The dump goes through the loader thread in pieces cut at line ends, and the copy is
     # exactly the disk store.
     disk, dump = _generated_dump(tmp_path)
-    assert len(dump) > 100 * _store.MIRROR_CHUNK
+    assert len(dump) > 100 * mirror_module.MIRROR_CHUNK
     started = threading.Event()
     mirror = ox.Store()
-    sink = _store._LoadSink(mirror, threading.Event(), started.set)
+    sink = mirror_module._LoadSink(mirror, threading.Event(), started.set)
     sink.copy_from(disk)
     assert started.is_set()
     assert sink.loaded == len(dump)
@@ -463,7 +476,7 @@ def test_a_loader_that_fails_stops_the_dump_and_its_thread(tmp_path: Path) -> No
     disk, dump = _generated_dump(tmp_path)
     ox.Store(str(tmp_path / "other")).flush()
     refusing = ox.Store.read_only(str(tmp_path / "other"))  # refuses every load
-    sink = _store._LoadSink(refusing, threading.Event(), lambda: None)
+    sink = mirror_module._LoadSink(refusing, threading.Event(), lambda: None)
     with pytest.raises(RuntimeError, match="read-write"):
         sink.copy_from(disk)
     assert sink.loaded < len(dump)  # stopped early
@@ -474,8 +487,9 @@ def test_a_loader_that_fails_stops_the_dump_and_its_thread(tmp_path: Path) -> No
 def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(tmp_path: Path) -> None:
     disk, _ = _generated_dump(tmp_path)
     cancel = threading.Event()
-    sink = _store._LoadSink(ox.Store(), cancel, cancel.set)  # cancelled at the first write
-    with pytest.raises(_store._Cancelled):
+    # cancelled at the first write
+    sink = mirror_module._LoadSink(ox.Store(), cancel, cancel.set)
+    with pytest.raises(mirror_module._Cancelled):
         sink.copy_from(disk)
     assert sink.loaded == 0
     assert not sink._loader.is_alive()
@@ -484,7 +498,7 @@ def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(tmp_path: Pa
 def _held_build(monkeypatch: pytest.MonkeyPatch, during: Any) -> threading.Event:
     """Mirror builds call ``during()`` in the build thread once the copy is in, before its link
     index is built (no lock held): the returned event is set once it has returned."""
-    real = _store.build_index
+    real = mirror_module.build_index
     done = threading.Event()
 
     def build_index(mirror: ox.Store) -> None:
@@ -493,7 +507,7 @@ def _held_build(monkeypatch: pytest.MonkeyPatch, during: Any) -> threading.Event
             done.set()
         real(mirror)
 
-    monkeypatch.setattr(_store, "build_index", build_index)
+    monkeypatch.setattr(mirror_module, "build_index", build_index)
     return done
 
 
@@ -509,12 +523,12 @@ def test_updates_committed_during_a_build_are_caught_up_without_the_write_lock(
     # the write lock (a writer commits while it does) and only the last few under it.
     from benchmarks._workload import generate
 
-    monkeypatch.setattr(_store, "MIRROR_CATCH_UP_BYTES", 1000)
+    monkeypatch.setattr(mirror_module, "MIRROR_CATCH_UP_BYTES", 1000)
     path = tmp_path / "agent"
     generate(path, 300, progress=False)
     store = AgentStore(path, mirror=True)
     writer_blocked: list[bool] = []
-    real_apply = _store.apply_indexed
+    real_apply = mirror_module.apply_indexed
 
     def commit_forty() -> None:  # another thread: the build thread holds no lock here
         worker = threading.Thread(target=lambda: [_commit_marker(store, i) for i in range(40)])
@@ -530,7 +544,7 @@ def test_updates_committed_during_a_build_are_caught_up_without_the_write_lock(
             writer_blocked.append(writer.is_alive())
         real_apply(mirror, text, changes)
 
-    monkeypatch.setattr(_store, "apply_indexed", apply_indexed)
+    monkeypatch.setattr(mirror_module, "apply_indexed", apply_indexed)
     held = _held_build(monkeypatch, commit_forty)
     try:
         assert store.wait_mirror(120)
@@ -588,8 +602,8 @@ def _scan_counts(mem: MemoryManager) -> dict[str, int]:
 
 def _marker(text: str) -> tuple[WriteBatch, str]:
     batch = WriteBatch()
-    batch.insert([f"<{V.NODE}f00d> <{V.MEMORY}content> {_store.lit(text)} ."])
-    return batch, f"ASK {{ ?n memory:content {_store.lit(text)} }}"
+    batch.insert([f"<{V.NODE}f00d> <{V.MEMORY}content> {lit(text)} ."])
+    return batch, f"ASK {{ ?n memory:content {lit(text)} }}"
 
 
 def test_a_ctrl_c_after_the_disk_write_is_held_until_the_mirror_has_it(

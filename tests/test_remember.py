@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory_rdf import Config, MemoryManager, Message, Processed
-from memory_rdf._store import AgentStore
+from memory_rdf._oxigraph import AgentStore
 
 from _graph import created, focus, ids_by_content, links
 from helpers import FAST, AfterUpdate, ScriptedModel, remember, say, sigint_once
@@ -335,7 +335,7 @@ def test_an_open_that_fails_after_taking_the_agent_lock_lets_it_go(
 ) -> None:
     """The agent's lock is released when the open fails after taking it (a Ctrl-C during
     RocksDB's open), so the next open in the same process (a REPL) is not refused."""
-    import memory_rdf._store as store_module
+    import memory_rdf._oxigraph.agent_store as store_module
 
     def interrupted(path: Path) -> None:
         raise KeyboardInterrupt

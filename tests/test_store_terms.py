@@ -9,7 +9,7 @@ import random
 import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
-from memory_rdf._store import AgentStore, WriteBatch, lit, node_ref, triple
+from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
 _DOUBLE = ox.NamedNode(V.XSD + "double")
 

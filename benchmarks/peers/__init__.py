@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memory_rdf._config import Templates
-from memory_rdf._store import AgentStore, node_id
+from memory_rdf._oxigraph import AgentStore, node_id
 
 Adjacent = tuple[str, float]  # (target, strength)
 

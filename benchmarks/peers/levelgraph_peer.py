@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers import Peer, Query, Snapshot, Timer
-from memory_rdf._store import AgentStore
+from memory_rdf._oxigraph import AgentStore
 
 HERE = Path(__file__).resolve().parent / "levelgraph"
 INSTALL_TIMEOUT = 300

@@ -19,7 +19,7 @@ from benchmarks.peers import (
     render,
     text_matches,
 )
-from memory_rdf._store import AgentStore
+from memory_rdf._oxigraph import AgentStore
 
 
 class DictPeer(Peer):

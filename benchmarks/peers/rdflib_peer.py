@@ -1,5 +1,5 @@
 """rdflib peer: an in-memory rdflib Graph filled from the store's dump, running the library's
-own SPARQL (the shipped ``.rq`` files, rendered by ``memory_rdf._store.render``) level by
+own SPARQL (the shipped ``.rq`` files, rendered by ``memory_rdf._oxigraph.render``) level by
 level, exactly the query sequence the library runs on Oxigraph:
 
 ``outgoing_links`` per BFS level (frontier chunked to 500 IRIs; its dangling rows are the
@@ -16,8 +16,8 @@ from typing import Any
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
-from memory_rdf._store import AgentStore, Term, iri_ref, link_iri, lit, node_id, node_ref
-from memory_rdf._store import render as render_query
+from memory_rdf._oxigraph import AgentStore, Term, iri_ref, link_iri, lit, node_id, node_ref
+from memory_rdf._oxigraph import render as render_query
 
 
 class RdflibPeer(Peer):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
-from memory_rdf._store import AgentStore
+from memory_rdf._oxigraph import AgentStore
 
 SEP = "\x1f"  # joins a node's keywords in one FTS column; never inside a keyword
 

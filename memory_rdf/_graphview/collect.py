@@ -14,7 +14,7 @@ from typing import Any
 
 from memory_rdf._focus import FocusManager
 from memory_rdf._nodes import chunks
-from memory_rdf._store import MemoryStore, node_id, node_ref, render
+from memory_rdf._oxigraph import MemoryStore, node_id, node_ref, render
 from memory_rdf._text import is_cjk_text, relation_display, strip_role_prefixes
 
 __all__ = [

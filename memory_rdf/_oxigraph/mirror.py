@@ -1,0 +1,375 @@
+"""The read mirror (:class:`_Mirror`): an in-memory copy of an agent's disk store that
+answers its reads, built in a background thread and kept in step with every commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import pyoxigraph as ox
+
+from memory_rdf import _vocab as V
+from memory_rdf._oxigraph.batch import WriteBatch
+from memory_rdf._oxigraph.link_index import IndexChanges, apply_indexed, build_index, index_changes
+from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET, MIRROR_BYTES_PER_NODE
+from memory_rdf._oxigraph.render import render
+from memory_rdf._oxigraph.terms import to_python
+
+if TYPE_CHECKING:
+    from memory_rdf._oxigraph.agent_store import AgentStore
+
+log = logging.getLogger("memory_rdf")
+
+
+#: Bytes of N-Quads loaded into the mirror at a time while it is built (the copy streams:
+#: the whole dump is never held in memory, and close() stops the build between two chunks).
+MIRROR_CHUNK = 4 << 20
+#: Chunks read from the dump and waiting for the loader thread (at most this × MIRROR_CHUNK
+#: bytes held in memory besides the mirror).
+MIRROR_QUEUED_CHUNKS = 2
+#: Oxigraph's in-memory store keeps every triple deleted from it (measured, pyoxigraph
+#: 0.5.13: ~0.45 kB per triple deleted and inserted again, never given back, not even by
+#: optimize()), so a mirror kept in step with compression — every scan rewrites link
+#: strengths and often a text — grew by 9 MB/s at 10k nodes. The mirror is therefore built
+#: again from the disk store once the update text applied to it reaches the size of the
+#: N-Quads it was built from (the garbage is then ~2.5× that text, about the live copy's own
+#: size: the process holds at most ~2 copies' worth), and at least this many bytes (a small
+#: store's copy is rebuilt in well under a second; ~40 MB of garbage at most per agent). Half
+#: the N-Quads as threshold cost a third of compression's throughput at 10k nodes in rebuilds
+#: (reads go to disk during one). (Added by the compression work; benchmarks/README.md, Soak.)
+MIRROR_RENEW_MIN_BYTES = 16 << 20
+#: Once the copy is in, the updates committed meanwhile are applied to it in rounds without
+#: the write lock (``_Mirror._catch_up``); the last ones, at most this many bytes of update
+#: text (a few compression commits), under it, as the copy takes over.
+MIRROR_CATCH_UP_BYTES = 1 << 20
+#: Rounds of that before the rest is applied under the lock whatever its size (each round
+#: applies what the writers committed during the previous one: the mirror applies an update
+#: several times faster than the writer makes it, so rounds shrink fast).
+MIRROR_CATCH_UP_ROUNDS = 8
+
+
+def _nodes_estimate(disk: ox.Store) -> int:
+    """How many nodes the store holds, at most: the agent's node-creation counter (one
+    lookup in the meta graph, SPEC §2), else a count of the nodes (~0.1 s at 100k nodes, which
+    a close() right after the open would wait for)."""
+    counter = ox.NamedNode(V.MEMORY + "nodeSequence")
+    for quad in disk.quads_for_pattern(None, counter, None, ox.NamedNode(V.META_GRAPH)):
+        value = to_python(quad.object)
+        if isinstance(value, int):
+            return value
+    rows = disk.query(render("node_count"), prefixes=V.PREFIXES)
+    assert isinstance(rows, ox.QuerySolutions)
+    return int(to_python(next(iter(rows))[0]) or 0)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _release_freed_memory() -> None:
+    """Give the memory freed by a dropped mirror back to the system (glibc ``malloc_trim``;
+    nothing elsewhere). Without it the freed pages stayed in the allocator's per-thread arenas
+    (each build runs in its own thread) and RSS kept climbing across renewals (measured: 10k
+    nodes, continuous compression, 1.28 GB after 4 minutes)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+class _LoadSink:
+    """Where the disk store's dump (N-Quads) goes while the mirror is built: each full chunk
+    (cut at a line end) is handed to a loader thread, which loads it into the mirror while
+    the dump reads on (pyoxigraph releases the GIL in both; at 100k nodes the copy took 38
+    against 59 s one after the other, benchmarks/PROFILE.md). ``started`` is called at the
+    first write: the dump has taken its snapshot by then. :meth:`copy_from` runs the dump
+    and always ends with :meth:`close`, which waits for the loader and raises its error."""
+
+    def __init__(self, target: ox.Store, cancel: threading.Event,
+                 started: Callable[[], None]) -> None:
+        self._target = target
+        self._cancel = cancel
+        self._started = started
+        self._buffer = bytearray()
+        self.loaded = 0  # bytes of N-Quads received
+        self._chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=MIRROR_QUEUED_CHUNKS)
+        self._error: Exception | None = None
+        self._loader = threading.Thread(target=self._load, name="memory-rdf-mirror-load",
+                                        daemon=True)
+        self._loader.start()
+
+    def copy_from(self, source: ox.Store) -> None:
+        """Copy every quad of ``source`` into the target, through the loader thread; the
+        loader has ended when this returns or raises."""
+        try:
+            source.dump(self, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+            self._started()  # a store with nothing to dump never wrote: its snapshot is taken
+        finally:
+            self.close()
+
+    def _load(self) -> None:
+        # Runs until close()'s end mark; after a failure or a cancel it only drains the
+        # queue, so that the dump's thread never waits on a full one.
+        while (chunk := self._chunks.get()) is not None:
+            if self._error is not None or self._cancel.is_set():
+                continue
+            try:
+                self._target.load(chunk, format=ox.RdfFormat.N_QUADS)
+            except Exception as exc:
+                self._error = exc
+
+    def write(self, data: bytes) -> int:
+        self._started()
+        if self._cancel.is_set():
+            raise _Cancelled
+        if self._error is not None:
+            raise self._error
+        self.loaded += len(data)
+        self._buffer += data
+        if len(self._buffer) >= MIRROR_CHUNK:
+            cut = self._buffer.rfind(b"\n") + 1
+            self._chunks.put(bytes(self._buffer[:cut]))
+            del self._buffer[:cut]
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        """Load what is left, wait for the loader thread, raise its error."""
+        if self._buffer and self._error is None and not self._cancel.is_set():
+            self._chunks.put(bytes(self._buffer))
+        self._buffer.clear()
+        self._chunks.put(None)
+        self._loader.join()
+        if self._error is not None:
+            raise self._error
+
+
+class _Mirror:
+    """The read mirror of an :class:`AgentStore`: an in-memory ``pyoxigraph.Store`` holding a
+    copy of every graph of the disk store, which then answers the store's reads (``rows``,
+    ``ask``, ``quads``, the user's SPARQL) — the same SPARQL on the same data, ~3× cheaper
+    per joined row than RocksDB (benchmarks/PROFILE.md).
+
+    Built in a background thread when the store opens (reads go to disk until it is ready):
+    the disk store is dumped (N-Quads, streamed in chunks into the mirror) from one snapshot,
+    taken while the write lock is held; every update committed after it is queued and applied
+    once the copy is in, so the mirror is exactly the disk store from then on. Each commit
+    applies its update to the disk store first (the truth, and the journal), then to the
+    mirror (:meth:`apply`); a large one (a compression chunk's) to both at once, the mirror
+    built again if the disk refuses it (:meth:`AgentStore._commit_at_once`). A mirror that
+    fails to apply an update is dropped (reads go back to disk) and rebuilt once; a second
+    failure leaves the store without one. Both are logged as warnings.
+    """
+
+    def __init__(self, owner: AgentStore, wanted: bool | None, failures: int = 0,
+                 renewal: bool = False) -> None:
+        self.owner = owner
+        self.renewal = renewal  # built again to shed a previous copy's deleted triples
+        self.wanted = wanted
+        self.failures = failures
+        #: The in-memory store, once built (None while loading, or when not kept).
+        self.store: ox.Store | None = None
+        #: "loading", "on", "too large" (the automatic choice said no), "failed", "off".
+        self.state = "loading"
+        #: updates committed while loading, with their :class:`IndexChanges`
+        self._pending: list[tuple[str, IndexChanges | None]] | None = None
+        self.applied = 0  # bytes of update text applied since the build
+        self.renew_after = 0  # ... at which the mirror is built again (0: not built yet)
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._build, name="memory-rdf-mirror",
+                                        daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the build ended; True when the mirror serves reads."""
+        self._done.wait(timeout)
+        return self.store is not None
+
+    @property
+    def ended(self) -> bool:
+        """The build thread is done with the store and its locks: it takes the owner's write
+        lock one last time after the state says "on", "too large" or "failed", so what joins
+        it under that lock (:meth:`AgentStore.park`) waits for this first."""
+        return self._done.is_set()
+
+    def stop(self) -> None:
+        """Stop a build in progress (between two chunks) and wait for its thread."""
+        self._cancel.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def apply(self, text: str, batch: WriteBatch | None = None) -> None:
+        """Apply a committed update (the owner's write lock is held); ``batch``: the writes it
+        was made of, read for what they may change in the link index (:func:`index_changes`)
+        only when a copy is being built or kept — a mirror "too large" or "failed" takes none,
+        and reading a compression commit's ~700 kB of text for it is not free."""
+        mirror = self.store
+        if self._pending is None and mirror is None:
+            return
+        changes = None if batch is None else index_changes(batch)
+        if self._pending is not None:
+            self._pending.append((text, changes))
+            return
+        assert mirror is not None
+        try:
+            apply_indexed(mirror, text, changes)
+            self.applied += len(text)
+            if self.renew_after and self.applied >= self.renew_after:
+                self.renew()
+                return
+        except Exception as exc:  # the disk store has the write: only the mirror is behind
+            self.store = None
+            self.state = "failed"
+            again = self.failures == 0
+            log.warning(
+                "memory_rdf: the read mirror of %s did not apply an update (%s); reads go to "
+                "the disk store%s", self.owner.location, exc,
+                ", the mirror is rebuilt from it" if again else "",
+            )
+            if again:
+                self.owner._mirror = _Mirror(self.owner, True, self.failures + 1)
+            else:
+                MIRROR_BUDGET.release(self.owner)
+
+    def renew(self) -> None:
+        """Drop this copy (and the deleted triples it keeps) and build a fresh one from the
+        disk store in the background (reads go to disk meanwhile); the owner's write lock is
+        held. See MIRROR_RENEW_MIN_BYTES."""
+        self.owner.mirror_renewals += 1
+        self._build_again(renewal=True)
+
+    def rebuild(self, why: str) -> None:
+        """Drop this copy, which may differ from the disk store after ``why``, and build a
+        fresh one from the disk store in the background (reads go to disk meanwhile); the
+        owner's write lock is held."""
+        log.warning("memory_rdf: the read mirror of %s is built again after %s",
+                    self.owner.location, why)
+        self._build_again(renewal=False)
+
+    def interrupted(self) -> None:
+        """A commit stopped while it applied an update to the disk store or to this copy (the
+        owner's write lock is held): whether either holds the write is unknown, so a copy
+        kept or being built is built again from the disk store."""
+        if self.store is None and self._pending is None:
+            return  # no copy kept ("too large", "failed", "off"), nor one being filled
+        self._cancel.set()  # a build in progress stops between two chunks
+        self.rebuild("an interrupted write")
+
+    def _build_again(self, renewal: bool) -> None:
+        self.store = None
+        self.state = "off"
+        self.owner._mirror = _Mirror(self.owner, True, self.failures, renewal=renewal)
+
+    def _catch_up(self, mirror: ox.Store) -> None:
+        """Apply the updates committed since the snapshot to the new copy, in rounds, without
+        the write lock: each round takes what was queued so far and writers go on queueing
+        behind it. The last few (at most MIRROR_CATCH_UP_BYTES, or what is left after
+        MIRROR_CATCH_UP_ROUNDS) are applied under the lock when the copy takes over. (All of
+        them under the lock held every writer ~19 s at 100k nodes after a build that ran
+        beside continuous compression.)"""
+        for _ in range(MIRROR_CATCH_UP_ROUNDS):
+            with self.owner._write_lock:
+                queued = self._pending
+                assert queued is not None
+                if sum(len(text) for text, _ in queued) <= MIRROR_CATCH_UP_BYTES:
+                    return
+                self._pending = []
+            self._replay(mirror, queued)
+
+    def _replay(self, mirror: ox.Store,
+                queued: Sequence[tuple[str, IndexChanges | None]]) -> None:
+        """Apply updates queued during the build to the new copy, in commit order, stopping
+        between two if the build was cancelled."""
+        for text, changes in queued:
+            if self._cancel.is_set():
+                raise _Cancelled
+            apply_indexed(mirror, text, changes)
+
+    def _disk(self) -> ox.Store:
+        """The owner's disk store, as it is (never opened again if parked: a build of the
+        current mirror never runs on a parked store); a build cancelled, or a store closed,
+        ends the build (:class:`_Cancelled`)."""
+        disk = self.owner._store
+        if disk is None or self._cancel.is_set():
+            raise _Cancelled
+        return disk
+
+    def _build(self) -> None:
+        # The disk store is in hand only inside a hold (StoreUsers): close(), a park and a
+        # purge's swap wait for it even when this build is no longer the owner's mirror (one
+        # a commit interrupted, or a failed write, replaced; it stops at its next chunk). The
+        # copy's hold is taken after the write lock, never while waiting for it: a swap holds
+        # that lock while it waits for the holds to end.
+        owner = self.owner
+        try:
+            with owner._users.hold():
+                nodes = _nodes_estimate(self._disk())
+            if not MIRROR_BUDGET.claim(owner, nodes, self.wanted):
+                self.state = "too large"
+                log.info("memory_rdf: no read mirror for %s: %d nodes would take ~%d MB, "
+                         "beside ~%d MB for the process's other mirrors",
+                         owner.location, nodes, nodes * MIRROR_BYTES_PER_NODE // 2**20,
+                         MIRROR_BUDGET.reserved() // 2**20)
+                return
+            mirror = ox.Store()
+            lock = owner._write_lock
+            lock.acquire()
+            held = True
+
+            def snapshot_taken() -> None:
+                # The dump reads one snapshot, taken before its first write: commits from
+                # now on are queued (apply()) and replayed once the copy is in.
+                nonlocal held
+                if held:
+                    held = False
+                    lock.release()
+
+            try:
+                with owner._users.hold():
+                    disk = self._disk()
+                    try:
+                        for graph in list(disk.named_graphs()):
+                            mirror.add_graph(graph)
+                        self._pending = []
+                        sink = _LoadSink(mirror, self._cancel, snapshot_taken)
+                        sink.copy_from(disk)
+                    finally:
+                        del disk  # before the hold ends
+            finally:
+                if held:
+                    lock.release()
+            if self._cancel.is_set():
+                raise _Cancelled
+            # The link index of the snapshot (the commits queued meanwhile bring theirs).
+            build_index(mirror)
+            self._catch_up(mirror)
+            with owner._write_lock:
+                self._replay(mirror, self._pending)
+                self._pending = None
+                self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
+                self.store = mirror
+                self.state = "on"
+            if self.renewal:
+                _release_freed_memory()
+        except Exception as exc:
+            if owner._mirror is self:  # not replaced: no mirror of this store is held
+                MIRROR_BUDGET.release(owner)
+            if self._cancel.is_set():
+                self.state = "off"
+            else:
+                self.state = "failed"
+                log.warning("memory_rdf: cannot build the read mirror of %s (%s); reads go to "
+                            "the disk store", owner.location, exc)
+        finally:
+            with owner._write_lock:
+                self._pending = None
+            self._done.set()
