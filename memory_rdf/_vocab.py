@@ -61,9 +61,10 @@ FOCUS_ORDER = m("focusOrder")
 PINNED = m("pinned")
 FOCUS = f"<{FOCUS_LIST}>"
 
-#: The read mirror's link index (``_store._Mirror``, ``queries/mirror_index_all.ru``): two
-#: graphs that exist only in the in-memory mirror — never on disk, never in the user's SPARQL
-#: (which reads the default graph) — so they are not part of SPEC §2. One triple per link,
+#: The read mirror's link index (``_oxigraph.mirror._Mirror``,
+#: ``queries/mirror_index_all.ru``): two graphs that exist only in the in-memory mirror —
+#: never on disk, never in the user's SPARQL (which reads the default graph) — so they are
+#: not part of SPEC §2. One triple per link,
 #: ``node:a <link:a--b> "b 下文"``, in the first graph when the target is a live node, in the
 #: second when the link is dangling.
 MIRROR_OUT = "https://w3id.org/memory-rdf/graph/mirror-out"

@@ -17,7 +17,8 @@ from memory_rdf import _vocab as V
 class Term(str):
     """A term serialized by pyoxigraph (escaped N-Triples syntax): safe to splice into SPARQL.
 
-    Only the constructors in this module make them; :func:`render` refuses anything else.
+    Only the storage package makes them (the constructors here, first of all);
+    :func:`~memory_rdf._oxigraph.render.render` refuses anything else.
     """
 
     __slots__ = ()
