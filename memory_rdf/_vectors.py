@@ -219,7 +219,15 @@ class Vectors:
                 or not isinstance(stored_dim, int)
                 or (mine is not None and stored_dim != mine)
             ):
-                self._drop_all(f"model {stored_name!r}, dimension {stored_dim}")
+                what = f"model {stored_name!r}, dimension {stored_dim}"
+                if self.store.read_only:  # inspection: never mixed, nothing written
+                    log.warning(
+                        "memory_rdf: agent %r: its vectors were made by another embedding "
+                        "model (%s), not %r: no memory is found by meaning", self.agent_id,
+                        what, self.name)
+                    self.loaded = True
+                    return
+                self._drop_all(what)
                 stored_name = None
             if stored_name is not None and isinstance(stored_dim, int):
                 self.dimension = stored_dim
@@ -238,7 +246,7 @@ class Vectors:
                 if ids:
                     index.bulk(ids, xp.vstack(vectors))
                 self.index = index
-                if bad:
+                if bad and not self.store.read_only:
                     batch = WriteBatch()
                     batch.update("delete_vectors", nodes=[node_ref(n) for n in bad])
                     self.store.commit(batch)
