@@ -50,8 +50,9 @@ log = logging.getLogger("memory_rdf")
 
 #: Nodes embedded in one fill step (the nodes still without a vector, SPEC §5.7).
 FILL_BATCH = 64
-#: Seconds the embedder is left alone after a failure: remembers and recalls do not wait on
-#: it meanwhile (a down server costs one timeout, not one per call).
+#: Seconds the embedder is left alone after a failure unless it says (its ``cool_down``):
+#: remembers and recalls do not wait on it meanwhile (a down server costs one timeout, not
+#: one per call).
 COOL_DOWN = 30.0
 #: Query vectors kept (query text → unit vector).
 QUERY_CACHE = 256
@@ -287,7 +288,9 @@ class Vectors:
         return [unit(v) for v in vectors]
 
     def _failed(self, what: str, exc: BaseException) -> None:
-        self._down_until = time.monotonic() + COOL_DOWN
+        pause = getattr(self.embedder, "cool_down", COOL_DOWN)
+        pause = float(pause) if isinstance(pause, int | float) else COOL_DOWN
+        self._down_until = time.monotonic() + pause
         if not self._logged_down:
             self._logged_down = True
             who = current_agent.get() or self.agent_id
@@ -443,6 +446,7 @@ class Vectors:
         return found
 
     def stats(self) -> dict[str, Any]:
+        self.load()
         with self._lock:
             return {
                 "embedder": self.name,
