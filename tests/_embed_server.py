@@ -36,7 +36,7 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
 }
 #: Dimensions a text's words are hashed into, beside the concepts: texts of no shared concept
 #: are near only when they share words, as with a real model.
-WORD_DIMENSIONS = 32
+WORD_DIMENSIONS = 256
 DIMENSION = len(CONCEPTS) + WORD_DIMENSIONS
 #: A concept weighs this much more than one word.
 CONCEPT_WEIGHT = 3.0
