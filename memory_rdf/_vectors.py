@@ -106,7 +106,7 @@ class VectorIndex:
     >>> index = VectorIndex(2)
     >>> index.put("a", unit([1.0, 0.0])); index.put("b", unit([0.6, 0.8]))
     >>> [(n, round(s, 2)) for n, s in index.nearest(unit([1.0, 0.1]), 2)]
-    [('a', 0.99), ('b', 0.68)]
+    [('a', 1.0), ('b', 0.68)]
     """
 
     def __init__(self, dimension: int) -> None:
