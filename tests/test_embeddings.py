@@ -442,3 +442,33 @@ def test_garbage_from_the_embedder_leaves_remembers_whole(
         stats = mem.stats()
         assert stats["nodes"] == 1 and stats["vectors"] == 0 and stats["vectors_missing"] == 1
         assert "ryokan" in mem.recall(["ryokan"])
+
+
+def test_vectors_live_in_their_own_graph_on_both_stores(
+        make_manager: Callable[..., MemoryManager], embedder: OpenAIEmbedder) -> None:
+    """Embedded or on a SPARQL endpoint (SPEC §8): the vectors are in the agent's vectors
+    graph, never in the memory graph sparql() reads, and an export carries them."""
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    _remember(mem, RYOKAN, LUGUAN)
+    assert mem.sparql("ASK { ?n memory:vector ?v }") is False
+    assert mem.sparql("ASK { ?s memory:embeddingModel ?m }") is False
+    where = mem.endpoint if mem.endpoint is not None else mem.path.parent
+    dump = backup.export(mem.agent_id, where)
+    assert len(_vector_lines(dump)) == 2
+    assert b'"concepts"' in dump
+
+
+def test_compression_forgetting_a_memory_takes_its_vector(
+        data_dir: Path, embedder: OpenAIEmbedder) -> None:
+    from helpers import ScriptedModel
+
+    fading = CONFIG.replace(link_initial_strength=0.02)  # importance 0.04: forgotten at a scan
+    with MemoryManager("trip", data_dir=data_dir, config=fading, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        mem.remember(say(f"{RYOKAN} | {DEPLOY}"))
+        assert mem.wait_idle(timeout=60)
+        assert mem.stats()["vectors"] == 2
+        assert mem.run_compression_slice(timeout=60)["forgotten"] == 1
+        assert len(_vector_lines(backup.export("trip", data_dir))) == 1
+        assert mem.stats()["vectors"] == 1 and mem.stats()["vectors_missing"] == 0
+        assert mem.recall(["hotel"], entry="semantic") == ""
