@@ -13,8 +13,9 @@ vector is 4·d bytes, 4/3 of that in base64: 2,048 characters at d = 384.
 
 **In memory.** :class:`VectorIndex`: the unit vectors as one float32 matrix (4·d bytes a
 node: 1,536 B at d = 384, plus ~100 B for the id and its row number), searched by brute
-force (one matrix-vector product and a partial sort: cosine similarity of unit vectors is
-their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and 100k nodes.
+force (one matrix-vector product in numpy's own loop, and a partial sort: cosine similarity
+of unit vectors is their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and
+100k nodes.
 
 **Never mixed.** The store records the model's name and dimension; an embedder of another
 name, or whose vectors have another dimension, finds the store's vectors made by another
@@ -163,7 +164,7 @@ class VectorIndex:
         rows = [(n, self._rows[n]) for n in ids if n in self._rows]
         if not rows:
             return {}
-        sims = self._matrix[[r for _, r in rows]] @ query
+        sims = self._matrix[[r for _, r in rows]].dot(query)
         return {n: float(s) for (n, _), s in zip(rows, sims, strict=True)}
 
     def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
@@ -172,7 +173,10 @@ class VectorIndex:
         n = len(self._ids)
         if n == 0 or k < 1:
             return []
-        sims = self._matrix[:n] @ query
+        # einsum: numpy's own single-threaded loop. A BLAS matrix-vector product (``@``)
+        # went to OpenBLAS's threads, which spin after each call: on the shared 2-CPU machine
+        # it took 36 ms against 16 at 100k nodes (benchmarks/vector_entry.py).
+        sims = xp.einsum("ij,j->i", self._matrix[:n], query)
         top = xp.argpartition(-sims, k - 1)[:k] if k < n else xp.arange(n)
         order = top[xp.argsort(-sims[top], kind="stable")]
         return [(self._ids[i], float(sims[i])) for i in order]
