@@ -69,7 +69,7 @@ from memory_rdf._types import (
     messages_to_text,
     said_at,
 )
-from memory_rdf._vectors import Vectors
+from memory_rdf._vectors import QUERY_WAIT, Vectors
 
 ENTRIES = ("focus", "keywords", "both", "semantic")
 #: Semantic entry (SPEC §5.7): nodes whose similarity to the query is below this never count
@@ -718,7 +718,10 @@ class MemoryManager:
         self._check_open()
         # The query's vector is made here, in the caller's thread (never the scheduler's).
         started = time.monotonic()
-        qvec = self._vectors.query_call(text)() if text is not None and self._vectors else None
+        qvec = None
+        if text is not None and self._vectors is not None:
+            qvec = self._vectors.query_vector(
+                text, QUERY_WAIT if seconds is None else min(QUERY_WAIT, seconds))
         if seconds is not None:
             seconds = max(seconds - (time.monotonic() - started), 0.0)
         if seconds is None:

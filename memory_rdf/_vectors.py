@@ -34,13 +34,15 @@ import math
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from memory_rdf import _vocab as V
 from memory_rdf._calls import AwaitCall, current_agent
 from memory_rdf._exceptions import ConfigError, MemoryRDFError
 from memory_rdf._nodes import NodeStore, chunks
-from memory_rdf._store import MemoryStore, Term, WriteBatch, iri_ref, lit, node_id, node_ref, triple
+from memory_rdf._store import MemoryStore, WriteBatch, iri_ref, lit, node_id, node_ref, triple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,6 +59,9 @@ FILL_BATCH = 64
 COOL_DOWN = 30.0
 #: Query vectors kept (query text → unit vector).
 QUERY_CACHE = 256
+#: Longest a recall waits for its query's vector (seconds): a slower embedder is treated as
+#: down (the lexical entries answer, SPEC §5.7) and left alone for its cool-down.
+QUERY_WAIT = 5.0
 
 _STORE = iri_ref(V.META_SUBJECT)
 
@@ -429,6 +434,32 @@ class Vectors:
 
         return run
 
+    def query_vector(self, text: str, wait: float = QUERY_WAIT) -> np.ndarray | None:
+        """The unit vector of ``text``, made in a thread of its own and waited for at most
+        ``wait`` seconds; None when the embedder failed, cools down, or is slower (then it is
+        left alone for its cool-down; logged once). For a recall made in the caller's
+        thread."""
+        with self._lock:
+            cached = self._queries.get(text)
+        if cached is not None or not self.available():
+            return cached
+        future: Future[np.ndarray | None] = Future()
+        run = self.query_call(text)
+
+        def target() -> None:
+            try:
+                future.set_result(run())
+            except BaseException as exc:  # pragma: no cover - run() catches what it can
+                future.set_exception(exc)
+
+        threading.Thread(target=target, daemon=True, name="memory-rdf-query-embedding").start()
+        try:
+            return future.result(timeout=max(wait, 0.0))
+        except FutureTimeout:
+            self._failed("embedding a recall's query",
+                         TimeoutError(f"no vector within {wait:g} s"))
+            return None
+
     def nearest(self, query: np.ndarray | None, k: int) -> list[tuple[str, float]]:
         """The ``k`` live nodes nearest ``query``, best first; vectors of nodes found gone
         (forgotten since) are dropped from the index."""
@@ -461,7 +492,3 @@ class Vectors:
                 "embedder_failures": self.failures,
             }
 
-
-def graph_term(store: MemoryStore) -> Term:
-    """The store's vectors graph (for inspection code)."""
-    return store.graphs.vectors

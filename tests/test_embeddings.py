@@ -472,3 +472,20 @@ def test_compression_forgetting_a_memory_takes_its_vector(
         assert len(_vector_lines(backup.export("trip", data_dir))) == 1
         assert mem.stats()["vectors"] == 1 and mem.stats()["vectors_missing"] == 0
         assert mem.recall(["hotel"], entry="semantic") == ""
+
+
+def test_a_slow_query_embedding_answers_lexically(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A recall waits a few seconds at most for its query's vector (SPEC §5.7: slow is as
+    down): the lexical entries answer while the embedder still holds the request."""
+    handler = server[1]
+    caplog.set_level(logging.WARNING, logger="memory_rdf")
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY)
+        handler.mode, handler.hold_matching = "hold", "Kyoto ryokan hotel"
+        found = mem.recall(["ryokan"], entry="both", query="Kyoto ryokan hotel")
+        assert handler.holding.is_set() and not handler.release.is_set()  # still held
+        assert "ryokan" in found
+        assert any("no vector within" in r.getMessage() for r in caplog.records)
+        handler.release.set()
