@@ -21,9 +21,11 @@ class Graphs:
     memory: Term | None
     journal: Term
     meta: Term
+    vectors: Term = Term(f"<{V.VECTOR_GRAPH}>")  # the semantic entry's vectors (SPEC §5.7)
 
     def params(self) -> dict[str, Param]:
-        return {"memory": self.memory, "journal": self.journal, "meta": self.meta}
+        return {"memory": self.memory, "journal": self.journal, "meta": self.meta,
+                "vectors": self.vectors}
 
     def of(self, graph: str | None) -> Term | None:
         """The term of a graph given by its embedded name (None: the memory network)."""
@@ -33,6 +35,8 @@ class Graphs:
             return self.journal
         if graph == V.META_GRAPH:
             return self.meta
+        if graph == V.VECTOR_GRAPH:
+            return self.vectors
         raise ValueError(f"unknown graph {graph!r}")
 
 

@@ -19,7 +19,8 @@ from memory_rdf._oxigraph.terms import Term
 #: (a link's source, target or relation, a node's liveness); any other template that is not
 #: handled by :func:`index_changes` makes the mirror derive its whole index again.
 _INDEX_NEUTRAL = frozenset({"delete_node_text", "delete_node_texts", "remove_task",
-                            "release_lease", "take_lease", "clear_creation_marks"})
+                            "release_lease", "take_lease", "clear_creation_marks",
+                            "delete_vectors"})
 _LINK_PREDICATES = {V.SOURCE: "source", V.TARGET: "target", V.RELATION: "relation"}
 
 

@@ -146,7 +146,7 @@ def _check_backup(store: ox.Store, source: Path, agent_id: str, max_chars: int) 
     result = store.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
     assert isinstance(result, ox.QuerySolutions)
     graphs = {str(row["g"].value) for row in result}
-    other = sorted(graphs - {V.META_GRAPH, V.JOURNAL_GRAPH})
+    other = sorted(graphs - {V.META_GRAPH, V.JOURNAL_GRAPH, V.VECTOR_GRAPH})
     if other:
         shown = ", ".join(f"<{g}>" for g in other[:3]) + (", …" if len(other) > 3 else "")
         raise InvalidInputError(
