@@ -655,9 +655,9 @@ class MemoryManager:
             return
         try:
             yield from self._vectors.embed_nodes(ids)
-        except MemoryRDFError as exc:
-            log.warning("memory_rdf: agent %r: vectors not written (%s); they are made "
-                        "later", self.agent_id, exc)
+        except Exception as exc:  # the remember is written: nothing here may fail it
+            log.warning("memory_rdf: agent %r: vectors not written (%s: %s); they are made "
+                        "later", self.agent_id, type(exc).__name__, exc)
 
     # -- recall --------------------------------------------------------------------------------
 
