@@ -73,8 +73,9 @@ from memory_rdf._vectors import QUERY_WAIT, Vectors
 
 ENTRIES = ("focus", "keywords", "both", "semantic")
 #: Semantic entry (SPEC §5.7): nodes whose similarity to the query is below this never count
-#: as close in meaning (cosine; unrelated texts score around 0 to 0.2 with common models).
-MIN_SIMILARITY = 0.3
+#: as close in meaning (cosine). With all-MiniLM-L6-v2, "hotel" and a sentence about a ryokan
+#: score 0.31, unrelated sentences 0.13-0.14 (benchmarks' MiniLM, 2026-11-28).
+MIN_SIMILARITY = 0.2
 #: Semantic entry: nodes looked up as close in meaning, per seed of the entry
 #: (``Config.max_entry_nodes`` seeds; the others still match when the walk reaches them).
 SEMANTIC_CANDIDATES = 3
@@ -655,9 +656,9 @@ class MemoryManager:
             return
         try:
             yield from self._vectors.embed_nodes(ids)
-        except MemoryRDFError as exc:
-            log.warning("memory_rdf: agent %r: vectors not written (%s); they are made "
-                        "later", self.agent_id, exc)
+        except Exception as exc:  # the remember is written: nothing here may fail it
+            log.warning("memory_rdf: agent %r: vectors not written (%s: %s); they are made "
+                        "later", self.agent_id, type(exc).__name__, exc)
 
     # -- recall --------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_rdf import _vocab as V
 from memory_rdf._calls import AwaitCall, current_agent
-from memory_rdf._exceptions import ConfigError, MemoryRDFError
+from memory_rdf._exceptions import ConfigError
 from memory_rdf._nodes import NodeStore, chunks
 from memory_rdf._store import MemoryStore, WriteBatch, iri_ref, lit, node_id, node_ref, triple
 
@@ -325,7 +325,8 @@ class Vectors:
             self.missing.update(wanted)
             if not self.available():
                 return 0
-            extra = [n for n in self.missing if n not in set(wanted)]
+            asked = set(wanted)
+            extra = [n for n in self.missing if n not in asked]
             todo = wanted + extra[: max(0, FILL_BATCH - len(wanted))]
         if not todo:
             return 0
@@ -341,10 +342,7 @@ class Vectors:
             yield call
             try:
                 vectors = call.result()
-            except MemoryRDFError as exc:
-                self._failed("embedding memories", exc)
-                return written
-            except Exception as exc:  # an embedder of the user's own
+            except Exception as exc:  # ModelError, or anything an embedder of one's own raises
                 self._failed("embedding memories", exc)
                 return written
             self._recovered()

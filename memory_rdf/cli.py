@@ -523,6 +523,7 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
       memory-rdf recall demo RabbitMQ 回调 --depth 3 --entry both --max-chars 500
       memory-rdf recall demo 咖啡 --entry keywords --english
       memory-rdf recall demo --since 2026-11-01 --until 2026-12-01
+      memory-rdf recall trip --entry semantic --query "Which hotel?" --embedder ollama:all-minilm
     """
     _existing_agent(agent, data_dir)
     config = Config(auto_compress=False,

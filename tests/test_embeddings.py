@@ -489,3 +489,19 @@ def test_a_slow_query_embedding_answers_lexically(
         assert "ryokan" in found
         assert any("no vector within" in r.getMessage() for r in caplog.records)
         handler.release.set()
+
+
+def test_the_lexical_entries_answer_the_same_with_an_embedder(
+        data_dir: Path, embedder: OpenAIEmbedder) -> None:
+    """SPEC §5.7: "focus" and "keywords" never use the embedder — the same text with one
+    as without."""
+    asks = [(["ryokan"], "keywords"), (["Kyoto", "deploy"], "keywords"), (["Friday"], "focus"),
+            ([], "focus")]
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY, "Kyoto trains were late again", LUGUAN)
+        made = embedder.usage()["requests"]
+        with_embedder = [mem.recall(k, entry=e) for k, e in asks]
+        assert embedder.usage()["requests"] == made  # no query was embedded
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG) as mem:
+        assert [mem.recall(k, entry=e) for k, e in asks] == with_embedder
+    assert any(with_embedder)
