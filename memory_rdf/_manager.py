@@ -49,12 +49,7 @@ from memory_rdf._links import LinkStore
 from memory_rdf._listing import Listing, Window
 from memory_rdf._listing import make_window as _window
 from memory_rdf._nodes import NodeStore
-from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, check_timeout
-from memory_rdf._remember import Rememberer, SegmentationFailed
-from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
-from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
-from memory_rdf._search import Searcher, Seed, fuse
-from memory_rdf._store import (
+from memory_rdf._oxigraph import (
     AgentStore,
     MemoryStore,
     WriteBatch,
@@ -62,6 +57,11 @@ from memory_rdf._store import (
     node_ref,
     triple,
 )
+from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, check_timeout
+from memory_rdf._remember import Rememberer, SegmentationFailed
+from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
+from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
+from memory_rdf._search import Searcher, Seed, fuse
 from memory_rdf._text import significant_keywords
 from memory_rdf._types import (
     SmallModel,

@@ -29,7 +29,7 @@ from memory_rdf._config import EntryTemplates, Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import Match, NodeStore
-from memory_rdf._store import MemoryStore, lit, node_id, render
+from memory_rdf._oxigraph import MemoryStore, lit, node_id, render
 from memory_rdf._text import (
     ENGLISH_WORD,
     keyword_rules,

@@ -42,7 +42,7 @@ from memory_rdf import _vocab as V
 from memory_rdf._calls import AwaitCall, current_agent
 from memory_rdf._exceptions import ConfigError
 from memory_rdf._nodes import NodeStore, chunks
-from memory_rdf._store import MemoryStore, WriteBatch, iri_ref, lit, node_id, node_ref, triple
+from memory_rdf._oxigraph import MemoryStore, WriteBatch, iri_ref, lit, node_id, node_ref, triple
 
 if TYPE_CHECKING:
     import numpy as np

@@ -210,7 +210,7 @@ def test_the_scheduler_stands_alone() -> None:
 
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not imported & {"memory_rdf._manager", "memory_rdf._remember", "memory_rdf._store",
+    assert not imported & {"memory_rdf._manager", "memory_rdf._remember",
                          "memory_rdf._oxigraph"}
 
     scheduler = Scheduler()
