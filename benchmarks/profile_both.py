@@ -6,7 +6,9 @@ For each suite query (benchmarks/suite.py QUERIES) at depth 2 and 4: p50 ms of t
 ``recall(entry="focus")`` and ``recall(entry="both")``, and of the parts of the latter: the
 keyword entry (``Searcher.keyword_seeds``), the keyword weights (``keyword_weights``), the
 walk's graph (``Searcher.fetch``) and the whole ``Searcher.recall`` (walk, match, rank,
-render) from the same seeds. ``--dir`` keeps the generated store for the next run.
+render) from the same seeds; the keyword entry and the public ``both`` recall also with the
+derived term index turned off (the SPARQL path, ``keyword_entry.rq``). ``--dir`` keeps
+the generated store for the next run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from benchmarks._common import FastModel  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from benchmarks.suite import DEPTHS, QUERIES  # noqa: E402
 from memory_rdf import Config, MemoryManager  # noqa: E402
-from memory_rdf._oxigraph import AgentStore  # noqa: E402
+from memory_rdf._oxigraph import AgentStore, term_index  # noqa: E402
 from memory_rdf._search import Seed  # noqa: E402
 from memory_rdf._text import significant_keywords  # noqa: E402
 
@@ -57,6 +59,14 @@ def row(mem: MemoryManager, depth: int, label: str, kws: tuple[str, ...],
     k = p50(lambda: s.keyword_seeds(keywords, mem.config.max_entry_nodes,
                                     first_rank=len(focus), generation=gen),
             repeat)
+    term_index.ENABLED = False  # the keyword entry in SPARQL (keyword_entry.rq), as before
+    try:
+        ks = p50(lambda: s.keyword_seeds(keywords, mem.config.max_entry_nodes,
+                                         first_rank=len(focus), generation=gen), repeat)
+        bs = p50(lambda: mem.recall(list(kws), relations=rel, depth=depth, entry="both"),
+                 repeat)
+    finally:
+        term_index.ENABLED = True
     w = p50(lambda: s.keyword_weights(keywords, gen), repeat) \
         if len(keywords) >= 2 else 0.0
     fe = p50(lambda: s.fetch(seeds, depth, rel), repeat)
@@ -64,8 +74,8 @@ def row(mem: MemoryManager, depth: int, label: str, kws: tuple[str, ...],
     r = p50(lambda: s.recall(seeds, keywords, rel, depth, limit,
                              mem.config.recall_max_chars, weights=weights),
             repeat)
-    return (f"| {depth} | {label} | {f:.2f} | {b:.2f} | {k:.2f} | {w:.2f} | "
-            f"{fe:.2f} | {r:.2f} | {b / f:.2f} | {k / f:.2f} |")
+    return (f"| {depth} | {label} | {f:.2f} | {b:.2f} | {bs:.2f} | {k:.2f} | {ks:.2f} | "
+            f"{w:.2f} | {fe:.2f} | {r:.2f} | {b / f:.2f} | {k / f:.2f} | {ks / f:.2f} |")
 
 
 def main() -> None:
@@ -83,9 +93,10 @@ def main() -> None:
         assert isinstance(mem._store, AgentStore)
         mem._store.wait_mirror()
         print(f"{mem.stats()['nodes']:,} nodes, mirror {mem._store.mirror_state}; p50 ms\n")
-        print("| depth | query | focus recall() | both recall() | keyword_seeds | "
-              "keyword_weights | fetch | Searcher.recall | both ÷ focus | seeds ÷ focus |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| depth | query | focus recall() | both recall() | both, SPARQL entry | "
+              "keyword_seeds | keyword_seeds SPARQL | keyword_weights | fetch | "
+              "Searcher.recall | both ÷ focus | seeds ÷ focus | SPARQL seeds ÷ focus |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for depth in DEPTHS:
             for label, kws, rels in QUERIES:
                 print(row(mem, depth, label, kws, rels, args.repeat))
