@@ -119,27 +119,43 @@ class TermIndex:
         query's VALUES list them (the idf sums are added in that order, as SPARQL's SUM does:
         the same doubles). None when a term has more than ``postings`` postings (which of them
         the query reads is the engine's order: the caller asks SPARQL)."""
-        weight: dict[str, float] = {}
-        for term, idf in entries:
-            nodes = self.postings.get(term, ())
+        # Nodes grouped by which of the terms they carry (set operations, in C: ~1 µs a
+        # posting less than a Python loop over them); a group's weight is the sum of its
+        # terms' idf in the entries' order, as SPARQL's SUM adds a node's rows.
+        groups: list[tuple[tuple[int, ...], set[str]]] = []
+        for i, (term, _idf) in enumerate(entries):
+            nodes = self.postings.get(term, set())
             if len(nodes) > postings:
                 return None
-            for node in nodes:
-                weight[node] = weight.get(node, 0) + idf
-        # The candidates: the largest weights, ties by IRI descending. Weights are sums of a
-        # few idfs, so most nodes share one of a few values: grouped by value, only the last
-        # group taken needs its IRIs sorted (~10× fewer comparisons than a heap over all).
+            rest = set(nodes)
+            split: list[tuple[tuple[int, ...], set[str]]] = []
+            for carried, members in groups:
+                both = members & rest
+                if both:
+                    rest -= both
+                    members -= both
+                    split.append(((*carried, i), both))
+                if members:
+                    split.append((carried, members))
+            if rest:
+                split.append(((i,), rest))
+            groups = split
         levels: dict[float, list[str]] = {}
-        for node, w in weight.items():
-            levels.setdefault(w, []).append(node)
+        for carried, members in groups:
+            w: float = 0
+            for i in carried:
+                w = w + entries[i][1]
+            levels.setdefault(w, []).extend(members)
+        # The candidates: the largest weights, ties by IRI descending; only the last level
+        # taken needs its IRIs ordered.
         best: list[tuple[str, float]] = []
         for w in sorted(levels, reverse=True):
-            group = levels[w]
-            if len(best) + len(group) > candidates:
-                group = heapq.nlargest(candidates - len(best), group)
+            level = levels[w]
+            if len(best) + len(level) > candidates:
+                level = heapq.nlargest(candidates - len(best), level)
             else:
-                group.sort(reverse=True)
-            best += [(node, w) for node in group]
+                level.sort(reverse=True)
+            best += [(node, w) for node in level]
             if len(best) >= candidates:
                 break
         scored = []
