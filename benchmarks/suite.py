@@ -80,6 +80,8 @@ DEFAULT_WORK = HERE / ".work"
 OXI_SEARCH = "oxigraph search"
 OXI_RECALL = "oxigraph recall()"
 REFERENCE = "python dict"
+BOTH = "recall() both"
+BOTH_SPARQL = "recall() both, SPARQL entry"
 
 #: (label, keywords, relations) — each asked at every depth of ``DEPTHS``.
 QUERIES: list[tuple[str, tuple[str, ...], tuple[str, ...] | None]] = [
@@ -567,6 +569,61 @@ class SizeRun:
         for row in rows:
             self._compare(row)
         self.out["recall"] = rows
+        self.recall_both(mem, queries, timer)
+
+    def recall_both(self, mem: MemoryManager, queries: Sequence[Query], timer: Timer) -> None:
+        """The default recall (``entry="both"``, SPEC §5.5) against the SQLite peer answering
+        it the same way (BM25 keyword seeds in SQL + recursive CTE walk), and the library with
+        its keyword entry in SPARQL (the derived term index turned off: what it cost before),
+        every query with keywords at every depth. The library ranks its results (SPEC §5.4
+        v2/v3) and the peer returns the walk's order: the texts are compared as multisets of
+        entries (:func:`_same_ranked`), as for the focus rows."""
+        from memory_rdf._oxigraph import term_index
+
+        sqlite = self.peer("sqlite")
+
+        def oxi(q: Query, index: bool = True) -> str:
+            rels = None if q.relations is None else list(q.relations)
+            term_index.ENABLED = index
+            try:
+                return mem.recall(list(q.keywords), relations=rels, depth=q.depth, max_chars=0,
+                                  entry="both")
+            finally:
+                term_index.ENABLED = True
+
+        rows: list[dict[str, Any]] = []
+        for q in queries:
+            if not q.keywords:  # without keywords there is no keyword entry: "both" is "focus"
+                continue
+            calls: list[tuple[str, Callable[[], str]]] = [
+                (BOTH, lambda q=q: oxi(q)), (BOTH_SPARQL, lambda q=q: oxi(q, False))]
+            if sqlite is not None:
+                calls.append((sqlite.name, lambda q=q: sqlite.recall_both(  # type: ignore[attr-defined]
+                    q, mem.config.max_entry_nodes)))
+            row: dict[str, Any] = {"query": q.label, "depth": q.depth, "limit": q.limit,
+                                   "engines": {}}
+            texts = {}
+            for name, timing in round_robin(calls, timer, self._engine_failed).items():
+                texts[name] = timing["text"]
+                row["engines"][name] = summary(timing["samples_ms"])
+            reference = texts.get(sqlite.name if sqlite is not None else BOTH, "")
+            row["entries"] = 0 if not reference else reference.count(
+                self.config.templates.entry_separator) + 1
+            row["identical"] = True
+            for name, text in texts.items():
+                same = text == reference or _same_ranked(reference, text, q.limit, self.config)
+                row["engines"][name]["identical"] = same
+                if not same:
+                    row["identical"] = False
+                    where = _first_difference(reference, text)
+                    self.out["mismatches"].append(
+                        {"query": q.label, "depth": q.depth, "engine": name, "entry": "both",
+                         "reference": sqlite.name if sqlite is not None else BOTH,
+                         "difference": where})
+                    self.say(f"[bold red]MISMATCH (both): {name} answered {q.label!r} at depth "
+                             f"{q.depth} differently: {where}")
+            rows.append(row)
+        self.out["recall_both"] = rows
 
     def _engine_failed(self, name: str, exc: Exception) -> None:
         self.out["engines"][name] = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
@@ -950,6 +1007,8 @@ def markdown(result: dict[str, Any]) -> str:
                       f"({size['dangling_links']:,} dangling)", ""]
         if size.get("recall"):
             lines += _recall_rows(size, names)
+        if size.get("recall_both"):
+            lines += _both_rows(size)
         if size.get("metrics"):
             lines += ["### Store operations (ratio = memory_rdf ÷ baseline, same run)", "",
                       "| metric | memory_rdf | baseline | baseline value | ratio |",
@@ -1002,6 +1061,40 @@ def _recall_rows(size: dict[str, Any], names: list[str]) -> list[str]:
         cells = [("—" if (e := row["engines"].get(n)) is None else f"{e['p95_ms']:.3g}")
                  for n in shown]
         lines.append(f"| {row['depth']} | {row['query']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _both_rows(size: dict[str, Any]) -> list[str]:
+    """The ``entry="both"`` rows: p50 ms, × the SQLite peer's, and the geometric mean."""
+    rows = size["recall_both"]
+    shown = list(dict.fromkeys(n for r in rows for n in r["engines"]))
+    base = next((n for n in shown if n.startswith("sqlite")), None)
+    lines = ['### Recall, entry="both" (SPEC §5.5): p50 ms (× the SQLite peer\'s p50)', "",
+             "| depth | keywords / relations | entries | " + " | ".join(shown)
+             + " | identical |", "|---|---|---|" + "---|" * len(shown) + "---|"]
+    for row in rows:
+        b50 = row["engines"].get(base, {}).get("p50_ms") if base else None
+        cells = []
+        for name in shown:
+            e = row["engines"].get(name)
+            if e is None:
+                cells.append("—")
+            elif b50:
+                cells.append(f"{e['p50_ms']:.3g} (×{e['p50_ms'] / b50:.3g})")
+            else:
+                cells.append(f"{e['p50_ms']:.3g}")
+        lines.append(f"| {row['depth']} | {row['query']} | {row['entries']} | "
+                     + " | ".join(cells) + f" | {'yes' if row['identical'] else '**NO**'} |")
+    for depth in DEPTHS:
+        means = {}
+        for name in shown:
+            vals = [r["engines"][name]["p50_ms"] for r in rows
+                    if r["depth"] == depth and name in r["engines"]]
+            if vals:
+                means[name] = math.exp(statistics.fmean(math.log(max(v, 1e-6)) for v in vals))
+        ref = means.get(base) if base else None
+        cells = [f"{v:.3g}" + (f" (×{v / ref:.3g})" if ref else "") for v in means.values()]
+        lines.append(f"| {depth} | geometric mean | | " + " | ".join(cells) + " | |")
     return [*lines, ""]
 
 

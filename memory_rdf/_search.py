@@ -24,12 +24,14 @@ import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from memory_rdf._config import EntryTemplates, Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._oxigraph import MemoryStore, lit, node_id, render
+from memory_rdf._oxigraph.term_index import read_index
 from memory_rdf._text import (
     ENGLISH_WORD,
     keyword_rules,
@@ -480,11 +482,17 @@ class Searcher:
         out = {t: self._frequent_df[t] for t in terms if t in self._frequent_df}
         todo = [t for t in terms if t not in out]
         if todo:
-            literals = [lit(t) for t in todo]
-            query = self._store.render(
-                "keyword_entry_df", keywords=literals, terms=literals, postings=int(cap)
+            # the derived term index (memory_rdf._oxigraph.term_index), else SPARQL
+            counted: list[tuple[Any, Any]] | None = read_index(
+                self._store, lambda ix: [(t, min(ix.df(t), cap)) for t in todo if ix.df(t)]
             )
-            for term, df in self._store.rows(query):
+            if counted is None:
+                literals = [lit(t) for t in todo]
+                query = self._store.render(
+                    "keyword_entry_df", keywords=literals, terms=literals, postings=int(cap)
+                )
+                counted = self._store.rows(query)
+            for term, df in counted:
                 out[term] = int(df)
                 if out[term] >= DF_CACHE_MIN:
                     self._frequent_df[term] = min(out[term], cap)
@@ -524,20 +532,15 @@ class Searcher:
                 break
             scored.append(term)
             postings += df[term]
-        entries = [
-            lit(f"{bm25_idf(stats.nodes, df[t])!r} {stats.avgdl!r} {t}") for t in scored
-        ]
-        query = self._store.render(
-            "keyword_entry",
-            keywords=entries,
-            terms=[lit(t) for t in scored],
-            postings=POSTING_BUDGET,
-            candidates=max(CANDIDATES, 5 * limit),
-            results=int(limit),
+        candidates = max(CANDIDATES, 5 * limit)
+        idf = [(t, bm25_idf(stats.nodes, df[t])) for t in scored]
+        found = read_index(  # the derived term index, the same ranking (None: SPARQL's turn)
+            self._store,
+            lambda ix: ix.ranked(idf, stats.avgdl, POSTING_BUDGET, candidates, int(limit)),
         )
         rows = [
             (iri, score)
-            for iri, score in self._store.rows(query)
+            for iri, score in (found or self._sparql_seeds(idf, stats, scored, candidates, limit))
             if isinstance(score, float) and score > 0
         ]
         if not rows:
@@ -547,6 +550,22 @@ class Searcher:
             Seed(node_id(iri), score / best, first_rank + i)
             for i, (iri, score) in enumerate(rows)
         ]
+
+    def _sparql_seeds(
+        self, idf: list[tuple[str, float]], stats: CollectionStats, scored: list[str],
+        candidates: int, limit: int,
+    ) -> list[tuple[Any, Any]]:
+        """``keyword_entry.rq``: ``(node IRI, score)`` best first."""
+        entries = [lit(f"{w!r} {stats.avgdl!r} {t}") for t, w in idf]
+        query = self._store.render(
+            "keyword_entry",
+            keywords=entries,
+            terms=[lit(t) for t in scored],
+            postings=POSTING_BUDGET,
+            candidates=candidates,
+            results=int(limit),
+        )
+        return [(iri, score) for iri, score in self._store.rows(query)]
 
     def fetch(self, seeds: Sequence[Seed], depth: int, relations: Sequence[str] | None) -> Graph:
         """The walk's graph: adjacency of every node within ``depth - 1`` hops, every node

@@ -61,6 +61,13 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
         assert set(row["engines"]) == set(ran), (row["query"], row["depth"])
         assert all(e["identical"] for e in row["engines"].values())
     assert any(row["entries"] > 0 for row in size["recall"])
+    # entry="both" (SPEC §5.5): the library, with its term index and with the SPARQL entry,
+    # and the SQLite peer, for every query with keywords at both depths
+    assert len(size["recall_both"]) == 6
+    for row in size["recall_both"]:
+        assert row["identical"], row
+        assert set(row["engines"]) == {"recall() both", "recall() both, SPARQL entry",
+                                       "sqlite (CTE+FTS5)"}
     for key in ("compression_fast_model", "compression_builtin_model"):
         timing = size["metrics"][key]
         if timing.get("not_measurable"):  # a machine too loaded for CPU minus model time
@@ -267,3 +274,39 @@ def test_no_ratio_from_model_time_above_cpu_time(tmp_path: Path) -> None:
     assert row.count("not measurable (model time") == 2, row
     assert "exceeded the compression thread's CPU time" in row and "×" not in row
     assert not re.search(r"\de\+(0[6-9]|[1-9]\d)", md), md  # no 6e+11 scans/s
+
+
+def test_the_sqlite_peer_answers_both_from_the_library_s_keyword_seeds(tmp_path: Path) -> None:
+    """The SQLite peer's keyword entry (BM25 in SQL over a term table) seeds the walk with the
+    nodes and strengths the library's does, and its ``entry="both"`` answer holds the entries
+    of the library's (which ranks them: compared as multisets)."""
+    from benchmarks._common import FastModel
+    from benchmarks._workload import generate
+    from benchmarks.peers import Query, Snapshot
+    from benchmarks.peers.sqlite_peer import SqlitePeer
+    from benchmarks.suite import _same_ranked
+    from memory_rdf import Templates
+
+    generate(tmp_path / "agent", 600, decay=120, forgotten=0.05)
+    config = Config(auto_compress=False,
+                    templates=Templates(memory="[记忆] {content}", language="zh"))
+    with MemoryManager("agent", data_dir=tmp_path, config=config, model=FastModel()) as mem:
+        snapshot = Snapshot.read(mem._store, config.link_break_threshold,  # type: ignore[arg-type]
+                                 config.templates)
+        peer = SqlitePeer()
+        peer.load(snapshot, mem._store, tmp_path)  # type: ignore[arg-type]
+        try:
+            asked = 0
+            for keywords in (["login"], ["登录", "数据库"], ["login", "支付"], ["deploy"]):
+                library = mem._searcher.keyword_seeds(keywords, 10)
+                seeds = peer.keyword_seeds(keywords, 10)
+                assert [n for n, _ in seeds] == [s.node for s in library], keywords
+                assert [w for _, w in seeds] == pytest.approx([s.strength for s in library])
+                asked += bool(seeds)
+                for depth in (2, 4):
+                    query = Query("q", tuple(keywords), None, depth, config.max_search_results)
+                    text = mem.recall(keywords, depth=depth, max_chars=0, entry="both")
+                    assert _same_ranked(peer.recall_both(query), text, query.limit, config)
+            assert asked >= 3
+        finally:
+            peer.close()

@@ -109,11 +109,14 @@ def best_first(
     matches: Callable[[str], bool] | None,
     depth: int,
     limit: int,
+    strengths: Sequence[float] | None = None,
 ) -> list[str]:
     """SPEC §5.4 steps 2–3. ``neighbours(node)`` yields the live, relation-filtered links to
-    live nodes in discovery order (strongest first, then target id)."""
+    live nodes in discovery order (strongest first, then target id). ``strengths``: each
+    seed's path strength (default 1.0: the focus; SPEC §5.5's keyword seeds have less)."""
     heap: list[tuple[float, int, int, str, int]] = [
-        (-1.0, rank, rank, node, 0) for rank, node in enumerate(seeds)
+        (-(1.0 if strengths is None else strengths[rank]), rank, rank, node, 0)
+        for rank, node in enumerate(seeds)
     ]
     heapq.heapify(heap)
     order = len(heap)

@@ -7,6 +7,14 @@
   a trigram index and are tested with ``instr(lower(…))``. When FTS5 is missing, every needle
   goes that way (reported as a skip of the FTS5 part).
 * The best-first order itself is done in Python, as for every other peer.
+* ``entry="both"`` (:meth:`SqlitePeer.recall_both`, SPEC §5.5): the keyword seeds are ranked
+  in SQL by the library's BM25 (``keyword_entry.rq``: index terms as a set per node, k1 1.2,
+  b 0.75, idf from the term table's document frequencies, the same posting budget and
+  candidate cut) over a ``terms (term, node)`` table loaded from the store's ``memory:term``
+  triples, so that both engines start from the same seeds. FTS5's own ``bm25()`` is not
+  that ranking (it counts term frequency, weighs columns, and its trigram tokenizer has no
+  words): with it the seeds, and so the texts, would differ. Query terms (tokenizing,
+  English word forms, idf) come from the library's text functions.
 
 SQLite's ``lower()`` folds ASCII only, Python's ``str.lower`` all of Unicode: identical here
 because the workload's text is ASCII and Chinese (which has no case).
@@ -21,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
-from memory_rdf._oxigraph import AgentStore
+from memory_rdf._oxigraph import AgentStore, node_id
+from memory_rdf._search import CANDIDATES, POSTING_BUDGET, bm25_idf, query_terms, word_forms
+from memory_rdf._text import significant_keywords
 
 SEP = "\x1f"  # joins a node's keywords in one FTS column; never inside a keyword
 
@@ -77,6 +87,25 @@ class SqlitePeer(Peer):
                 "content='nodes', content_rowid='rowid', tokenize='trigram')"
             )
             con.execute("INSERT INTO nodes_fts (nodes_fts) VALUES ('rebuild')")
+        con.executescript(
+            """
+            CREATE TABLE terms (term TEXT NOT NULL, node TEXT NOT NULL,
+                                PRIMARY KEY (term, node)) WITHOUT ROWID;
+            CREATE TABLE lengths (node TEXT PRIMARY KEY, dl INTEGER NOT NULL) WITHOUT ROWID;
+            """
+        )
+        con.executemany("INSERT OR IGNORE INTO terms VALUES (?, ?)", (
+            (t, node_id(n)) for n, t in store.rows("SELECT ?n ?t WHERE { ?n memory:term ?t }")))
+        con.executemany("INSERT INTO lengths VALUES (?, ?)", (
+            (node_id(n), int(k)) for n, k in store.rows(
+                "SELECT ?n ?k WHERE { ?n memory:termCount ?k }")))
+        # BM25's collection statistics, as the library's keyword_entry_stats.rq counts them
+        # (N: the nodes with a scanCount; avgdl: the sum of termCounts over N).
+        ((n_nodes, n_terms),) = store.rows(
+            "SELECT ?nodes ?terms WHERE { { SELECT (COUNT(?n) AS ?nodes) WHERE "
+            "{ ?n memory:scanCount ?s } } { SELECT (SUM(?c) AS ?terms) WHERE "
+            "{ ?x memory:termCount ?c } } }")
+        self.stats = (int(n_nodes or 0), int(n_terms or 0))
         con.commit()
         con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.con = con
@@ -85,7 +114,53 @@ class SqlitePeer(Peer):
         return sum(p.stat().st_size for p in self.path.parent.glob(self.path.name + "*"))
 
     def recall(self, query: Query) -> str:
-        seeds = self.snap.focus
+        return self._walk(query, self.snap.focus, None)
+
+    def recall_both(self, query: Query, max_entry_nodes: int = 10) -> str:
+        """``recall(entry="both")``: the focus seeds (1.0), then the keyword seeds."""
+        seeds = self.keyword_seeds(query.keywords, max_entry_nodes)
+        return self._walk(query, [*self.snap.focus, *(n for n, _ in seeds)],
+                          [1.0] * len(self.snap.focus) + [w for _, w in seeds])
+
+    def keyword_seeds(self, keywords: Sequence[str], limit: int) -> list[tuple[str, float]]:
+        """SPEC §5.5's keyword entry in SQL: ``(node, score ÷ best score)``, best first."""
+        terms = query_terms(significant_keywords(keywords))
+        if not terms:
+            return []
+        terms = list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
+        df = dict(self.con.execute(
+            "SELECT term, COUNT(*) FROM terms WHERE term IN (SELECT value FROM json_each(?)) "
+            "GROUP BY term", (json.dumps(terms),)).fetchall())
+        present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
+        scored: list[str] = []
+        postings = 0
+        for term in present:
+            if scored and postings + df[term] > POSTING_BUDGET:
+                break
+            scored.append(term)
+            postings += df[term]
+        if not scored:
+            return []
+        nodes, total = self.stats
+        avgdl = total / nodes if nodes and total else 1.0
+        idf = [[t, bm25_idf(nodes, df[t])] for t in scored]
+        rows = self.con.execute(
+            """
+            WITH q(term, idf) AS (SELECT value ->> 0, value ->> 1 FROM json_each(:q)),
+            w(node, weight) AS (
+                SELECT t.node, SUM(q.idf) FROM q JOIN terms t ON t.term = q.term
+                GROUP BY t.node ORDER BY 2 DESC, 1 DESC LIMIT :candidates)
+            SELECT w.node, w.weight * 2.2 / (1 + 1.2 * (0.25 + 0.75 * l.dl / :avgdl))
+            FROM w JOIN lengths l ON l.node = w.node
+            ORDER BY 2 DESC, 1 DESC LIMIT :limit
+            """,
+            {"q": json.dumps(idf), "candidates": max(CANDIDATES, 5 * limit), "avgdl": avgdl,
+             "limit": limit},
+        ).fetchall()
+        rows = [(n, float(s)) for n, s in rows if s and s > 0]
+        return [(n, s / rows[0][1]) for n, s in rows] if rows else []
+
+    def _walk(self, query: Query, seeds: Sequence[str], strengths: Sequence[float] | None) -> str:
         if not seeds:
             return ""
         con, threshold = self.con, self.snap.threshold
@@ -125,6 +200,7 @@ class SqlitePeer(Peer):
         results = best_first(
             seeds, lambda n: adjacency.get(n, ()),
             None if matches is None else matches.__contains__, query.depth, query.limit,
+            strengths,
         )
         return render(self.snap.templates, results, *self._texts(results, query))
 

@@ -43,6 +43,7 @@ from memory_rdf._oxigraph.interface import MemoryStore, Row, UserResult
 from memory_rdf._oxigraph.mirror import _Mirror
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET
 from memory_rdf._oxigraph.open_files import OPEN_STORES
+from memory_rdf._oxigraph.term_index import TermIndexes
 from memory_rdf._oxigraph.terms import Term, to_python
 from memory_rdf._query_guard import check_user_query
 
@@ -87,6 +88,8 @@ class AgentStore(MemoryStore):
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
+        #: The derived term index of the keyword entry (SPEC §5.5), kept in step with commits.
+        self.terms = TermIndexes()
         #: The agent's writer lock (a writable store on disk), held until the store is gone.
         self._agent_lock: AgentLock | None = None
         #: The calls that have the disk store in hand (close and a purge's swap wait for them).
@@ -382,6 +385,7 @@ class AgentStore(MemoryStore):
 
     def _rewrite(self, path: Path, new: Path, old: Path, dump: Path) -> None:
         with self._write_lock:
+            self.terms.stale()
             if self._optimizer is not None:
                 self._optimizer.join()
                 self._optimizer = None
@@ -452,6 +456,7 @@ class AgentStore(MemoryStore):
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
         self.store  # noqa: B018 - opened first if parked (opening starts a mirror: stopped here)
         self._stop_mirror()  # the load bypasses commit(): the mirror is built again after it
+        self.terms.stale()
         try:
             with (self._users.hold(),
                   _storage_errors(f"cannot bulk-load {path} into {self.path}")):
@@ -524,7 +529,12 @@ class AgentStore(MemoryStore):
                 held.deliver()
             try:
                 self._commits_since_optimize += 1
-                self._write(text, batch)
+                try:
+                    self._write(text, batch)
+                except BaseException:
+                    self.terms.stale()  # whether the store has the write is not known here
+                    raise
+                self.terms.committed(batch)
                 self._unflushed += len(text)
                 if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                     self._flush_in_background()
