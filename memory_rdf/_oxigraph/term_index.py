@@ -53,8 +53,8 @@ _DELETE_TEXT = ("delete_node_text", "delete_node_texts")
 #: Templates that delete every triple of link resources only (``?link ?p ?o``): a link
 #: carries no index terms.
 _LINKS_ONLY = frozenset({"delete_link", "delete_links"})
-#: What a template does in the journal or the store's metadata graph touches no terms.
-_OTHER_GRAPHS = re.compile(r"GRAPH \$(?:journal|meta) \{[^{}]*\}")
+#: What a template does in the journal, the metadata or the vectors graph touches no terms.
+_OTHER_GRAPHS = re.compile(r"GRAPH \$(?:journal|meta|vectors) \{[^{}]*\}")
 
 
 @cache
