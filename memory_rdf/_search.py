@@ -12,7 +12,8 @@ the perception entries (SPEC §5.4) need a lookup only for results that were nev
 
 The seeds are the focus (SPEC §5.4) and/or the keyword entry (SPEC §5.5,
 :meth:`Searcher.keyword_seeds`): the nodes whose index terms best match the query's terms,
-ranked BM25-style in SPARQL (``keyword_entry.rq``) from the term index alone.
+ranked BM25-style over the term index alone — on an embedded store its derived in-memory copy
+(:mod:`memory_rdf._oxigraph.term_index`), else in SPARQL (``keyword_entry.rq``).
 """
 
 from __future__ import annotations
@@ -534,15 +535,13 @@ class Searcher:
             postings += df[term]
         candidates = max(CANDIDATES, 5 * limit)
         idf = [(t, bm25_idf(stats.nodes, df[t])) for t in scored]
-        found = read_index(  # the derived term index, the same ranking (None: SPARQL's turn)
+        found: list[tuple[Any, Any]] | None = read_index(  # None: SPARQL's turn
             self._store,
             lambda ix: ix.ranked(idf, stats.avgdl, POSTING_BUDGET, candidates, int(limit)),
         )
-        rows = [
-            (iri, score)
-            for iri, score in (found or self._sparql_seeds(idf, stats, scored, candidates, limit))
-            if isinstance(score, float) and score > 0
-        ]
+        if found is None:
+            found = self._sparql_seeds(idf, stats, scored, candidates, limit)
+        rows = [(iri, score) for iri, score in found if isinstance(score, float) and score > 0]
         if not rows:
             return []
         best = rows[0][1]
