@@ -79,15 +79,14 @@ def _read_files(path: str | Path | None) -> tuple[bytes, str]:
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to ~1.2e-7 (Numerical Recipes' erfc Chebyshev fit), float32 in and out; numpy has
-    none and scipy is not worth a dependency for it."""
+    """erf to 1.5e-7 (Abramowitz and Stegun 7.1.26), float32 in and out; numpy has none and
+    scipy is not worth a dependency for it."""
     z = np.abs(x)
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
-        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
-            -0.82215223 + t * 0.17087277))))))))
-    r = 1.0 - t * np.exp(poly)
-    return np.where(x >= 0, r, -r).astype(np.float32)
+    t = 1.0 / (1.0 + np.float32(0.3275911) * z)
+    poly = t * (np.float32(0.254829592) + t * (np.float32(-0.284496736) + t * (
+        np.float32(1.421413741) + t * (np.float32(-1.453152027) + t * np.float32(1.061405429)))))
+    r = 1.0 - poly * np.exp(-z * z)
+    return np.copysign(r, x)
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -158,7 +157,10 @@ class MiniLM:
             p = f"encoder.layer.{layer}."
 
             def linear(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
-                return h @ w[p + name + ".weight"] + w[p + name + ".bias"]
+                # 2-D: numpy's stacked matmul of (n, length, d) @ (d, k) is ~6x slower here
+                weight = w[p + name + ".weight"]
+                out = h.reshape(-1, h.shape[-1]) @ weight + w[p + name + ".bias"]
+                return out.reshape(n, length, weight.shape[1])
 
             def heads(h: np.ndarray) -> np.ndarray:
                 return h.reshape(n, length, HEADS, head).transpose(0, 2, 1, 3)
