@@ -10,6 +10,7 @@
 
 from memory_rdf import backup, inspect
 from memory_rdf._config import Config, Templates
+from memory_rdf._embedders import Embedder, OllamaEmbedder, OpenAIEmbedder
 from memory_rdf._exceptions import (
     ConfigError,
     InvalidInputError,
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Config",
     "ConfigError",
+    "Embedder",
     "HTTPModel",
     "HeuristicModel",
     "InvalidInputError",
@@ -56,7 +58,9 @@ __all__ = [
     "MemorySystem",
     "Message",
     "ModelError",
+    "OllamaEmbedder",
     "OllamaModel",
+    "OpenAIEmbedder",
     "OpenAIModel",
     "PermanentModelError",
     "Processed",

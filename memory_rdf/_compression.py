@@ -345,6 +345,9 @@ class Compressor:
         #: node → importance at its last scan, for the least important nodes scanned
         #: (at most 2 × WEAK_KEPT; pruned to the WEAK_KEPT least important).
         self._weak: dict[str, float] = {}
+        #: Told the nodes each flush rewrote and forgot (the semantic entry's vectors follow
+        #: them, SPEC §5.7); None: nobody listens.
+        self.on_flush: Callable[[list[str], list[str]], None] | None = None
 
     # -- scan order ----------------------------------------------------------------------------
 
@@ -558,6 +561,9 @@ class Compressor:
     def _flush(self, chunk: _Chunk) -> None:
         """Land a chunk's net change; the node count follows what was forgotten."""
         forgotten = len(chunk.forgotten)
+        changed = ([n for n, _ in chunk.rewrites], list(chunk.forgotten))
         chunk.flush(self.store)
+        if self.on_flush is not None and (changed[0] or changed[1]):
+            self.on_flush(*changed)
         if forgotten and self._pool is not None:
             self._pool -= forgotten

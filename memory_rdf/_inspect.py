@@ -379,7 +379,8 @@ def inspect_memories(
 
 
 def inspect_recall(
-    agent_id: str, keywords: Sequence[str], config: Config | None = None, **arguments: Any
+    agent_id: str, keywords: Sequence[str], config: Config | None = None,
+    embedder: Any = None, **arguments: Any
 ) -> Callable[[MemoryStore], str]:
     """An operation for :func:`inspect_agent`: :meth:`MemoryManager.recall` on a snapshot
     (SPEC §5.4 rule 5: a recall writes nothing). The agent's own recall machinery runs on the
@@ -389,7 +390,7 @@ def inspect_recall(
     chosen = config or Config()
 
     def run(store: MemoryStore) -> str:
-        mem = _read_only_manager(agent_id, store, chosen)
+        mem = _read_only_manager(agent_id, store, chosen, embedder)
         try:
             mem.initialize()
             return mem.recall(keywords, **arguments)
@@ -399,7 +400,8 @@ def inspect_recall(
     return run
 
 
-def _read_only_manager(agent_id: str, store: MemoryStore, config: Config) -> Any:
+def _read_only_manager(agent_id: str, store: MemoryStore, config: Config,
+                       embedder: Any = None) -> Any:
     """A :class:`~memory_rdf.MemoryManager` of ``agent_id`` over the read-only ``store``: it
     recalls as the live one does, and resumes no journalled remember (the holder runs them)."""
     from memory_rdf._manager import MemoryManager
@@ -413,9 +415,11 @@ def _read_only_manager(agent_id: str, store: MemoryStore, config: Config) -> Any
             return None  # neither queued nor marked failed: the store is read-only
 
     if isinstance(store, RemoteStore):
-        return ReadOnlyManager(agent_id, endpoint=store.endpoint, config=config)
+        return ReadOnlyManager(agent_id, endpoint=store.endpoint, config=config,
+                               embedder=embedder)
     assert store.path is not None
-    return ReadOnlyManager(agent_id, data_dir=store.path.parent, config=config)
+    return ReadOnlyManager(agent_id, data_dir=store.path.parent, config=config,
+                           embedder=embedder)
 
 
 def inspect_tasks(store: MemoryStore) -> list[dict[str, Any]]:

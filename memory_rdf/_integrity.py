@@ -29,6 +29,7 @@ _PREFIXES = (
 _FOCUS = f"<{V.FOCUS_LIST}>"
 _META = f"<{V.META_GRAPH}>"
 _JOURNAL = f"<{V.JOURNAL_GRAPH}>"
+_VECTORS = f"<{V.VECTOR_GRAPH}>"
 _STORE = f"<{V.META_SUBJECT}>"
 
 #: The largest number an integer of ours may hold (Oxigraph's xsd:integer is 64 bits).
@@ -205,6 +206,21 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
             _values(_META, local, _datetime("?o")))
     yield "a memory:agentId that is not a short string", (
         _values(_META, "agentId", _string("?o", 1024)))
+    # -- the semantic entry's vectors (SPEC §5.7) --
+    yield "a vector triple memory_rdf does not write", (
+        f"SELECT ?s ?p ?o WHERE {{ GRAPH {_VECTORS} {{ ?s ?p ?o "
+        f"FILTER(!((?p = memory:vector && isIRI(?s) && REGEX(STR(?s), "
+        f"\"^{V.NODE}[0-9a-f]{{32}}$\") && isLiteral(?o) && DATATYPE(?o) = xsd:string "
+        "&& REGEX(STR(?o), \"^[A-Za-z0-9+/]{4,}={0,2}$\") && STRLEN(?o) <= 1000000) "
+        f"|| (?s = {_STORE} && ((?p = memory:embeddingModel && isLiteral(?o) "
+        "&& DATATYPE(?o) = xsd:string && STRLEN(?o) <= 1024) "
+        "|| (?p = memory:embeddingDimension && isLiteral(?o) && DATATYPE(?o) = xsd:integer "
+        "&& COALESCE(?o >= 1 && ?o <= 65536, false))))))) } }")
+    for local in ("vector", "embeddingModel", "embeddingDimension"):
+        yield f"more than one memory:{local} for one subject", (
+            f"SELECT ?s ?p ?o WHERE {{ GRAPH {_VECTORS} {{ ?s memory:{local} ?x }} "
+            f"BIND(memory:{local} AS ?p) BIND(\"(count)\" AS ?o) }} GROUP BY ?s ?p ?o "
+            "HAVING(COUNT(?x) > 1)")
     for local in _META_PROPS:
         yield f"the store with more than one memory:{local}", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_META} {{ ?s memory:{local} ?x }} "

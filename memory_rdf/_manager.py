@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from memory_rdf import _vocab as V
 from memory_rdf._agents import default_data_dir, validate_agent_id
 from memory_rdf._calls import (
+    AwaitCall,
     Backoff,
     CallStats,
     Wait,
@@ -31,6 +32,7 @@ from memory_rdf._calls import (
 )
 from memory_rdf._compression import Compressor, forget_ops
 from memory_rdf._config import Config
+from memory_rdf._embedders import Embedder
 from memory_rdf._exceptions import (
     InvalidInputError,
     InvalidTypeError,
@@ -51,7 +53,7 @@ from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, c
 from memory_rdf._remember import Rememberer, SegmentationFailed
 from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
-from memory_rdf._search import Searcher, Seed
+from memory_rdf._search import Searcher, Seed, fuse
 from memory_rdf._store import (
     AgentStore,
     MemoryStore,
@@ -67,8 +69,15 @@ from memory_rdf._types import (
     messages_to_text,
     said_at,
 )
+from memory_rdf._vectors import Vectors
 
-ENTRIES = ("focus", "keywords", "both")
+ENTRIES = ("focus", "keywords", "both", "semantic")
+#: Semantic entry (SPEC §5.7): nodes whose similarity to the query is below this never count
+#: as close in meaning (cosine; unrelated texts score around 0 to 0.2 with common models).
+MIN_SIMILARITY = 0.3
+#: Semantic entry: nodes looked up as close in meaning, per seed of the entry
+#: (``Config.max_entry_nodes`` seeds; the others still match when the walk reaches them).
+SEMANTIC_CANDIDATES = 3
 #: The longest journalled remember resumed at open whatever the Config says (issue 33 F8: a
 #: 5 MB task planted in a store became 12,861 nodes); a larger max_remember_chars raises it.
 OPEN_TASK_CHARS = 1_000_000
@@ -123,6 +132,20 @@ def _check_endpoint(endpoint: object, data_dir: object) -> SparqlEndpoint | None
     return endpoint
 
 
+def _check_embedder(embedder: object) -> Embedder | None:
+    """An embedder (SPEC §5.7): an object with ``embed`` and ``name``; numpy must be there."""
+    if embedder is None:
+        return None
+    if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "name"):
+        raise InvalidTypeError(
+            "embedder must implement Embedder (embed(texts), name, dimension), got "
+            f"{type(embedder).__name__}")
+    from memory_rdf._vectors import numpy
+
+    numpy()  # a clear error now, not at the first remember
+    return embedder  # type: ignore[return-value]
+
+
 def _resolve_model(model: SmallModel | None) -> SmallModel:
     from memory_rdf.small_model import HeuristicModel
 
@@ -160,10 +183,13 @@ class MemorySystem:
         config: Config | None = None,
         *,
         endpoint: SparqlEndpoint | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         if config is not None and not isinstance(config, Config):
             raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
         self.endpoint = _check_endpoint(endpoint, data_dir)
+        #: The embedding model of the semantic entry (SPEC §5.7), None: lexical entries only.
+        self.embedder = _check_embedder(embedder)
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.config = config or Config()
         self.model = _resolve_model(model)
@@ -271,6 +297,7 @@ class MemoryManager:
         *,
         system: MemorySystem | None = None,
         endpoint: SparqlEndpoint | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
         if config is not None and not isinstance(config, Config):
@@ -281,7 +308,7 @@ class MemoryManager:
             raise InvalidInputError("endpoint: give it to the MemorySystem, not to its agents")
         if system is None:
             self._system = MemorySystem(data_dir=data_dir, model=model, config=self.config,
-                                        endpoint=endpoint)
+                                        endpoint=endpoint, embedder=embedder)
             self._owns_system = True
         else:
             self._system = system
@@ -290,6 +317,10 @@ class MemoryManager:
         if self.model is not self._system.model:  # the system's model has the system's timeout
             apply_model_timeout(self.model, self.config.model_timeout)
         self.endpoint = self._system.endpoint
+        #: The embedding model of the semantic entry (SPEC §5.7): this manager's, else the
+        #: system's; None: lexical entries only, exactly as without embeddings.
+        self.embedder = _check_embedder(embedder) or self._system.embedder
+        self._vectors: Vectors | None = None
         base = Path(data_dir) if data_dir is not None else self._system.data_dir
         self.path = base / self.agent_id  # unused for an endpoint agent
         self._store: MemoryStore | None = None
@@ -339,6 +370,9 @@ class MemoryManager:
                     journal=self._journal, metadata=self._metadata, config=cfg, model=self.model,
                     fallback=fallback, make_room=self._compressor.make_room,
                 )
+                if self.embedder is not None:
+                    self._vectors = Vectors(store, self._nodes, self.embedder, self.agent_id)
+                    self._compressor.on_flush = self._vectors.stale
                 self._system._scheduler.add_agent(
                     Agent(self.agent_id, make_slice=self._make_auto_slice,
                           on_idle=self._on_idle)
@@ -519,6 +553,7 @@ class MemoryManager:
     def _submit_remember(self, jtask: JournalTask, slot: Reservation | None = None) -> None:
         def start() -> Generator[Wait, None, list[str]]:
             ids = yield from self._remember_through_outages(jtask)
+            yield from self._embed(ids)  # after the write: a remember never waits for it
             if self.config.auto_compress:
                 self._system._scheduler.request_slice(self.agent_id)
             return ids
@@ -613,6 +648,17 @@ class MemoryManager:
                     self.agent_id, exc, delay)
                 yield Backoff(delay)
 
+    def _embed(self, ids: Sequence[str]) -> Generator[Wait, None, None]:
+        """Vectors for ``ids`` and for nodes still without one (SPEC §5.7), made off the
+        scheduler thread; a failure (embedder or store) leaves them missing, filled later."""
+        if self._vectors is None:
+            return
+        try:
+            yield from self._vectors.embed_nodes(ids)
+        except MemoryRDFError as exc:
+            log.warning("memory_rdf: agent %r: vectors not written (%s); they are made "
+                        "later", self.agent_id, exc)
+
     # -- recall --------------------------------------------------------------------------------
 
     def recall(
@@ -627,8 +673,9 @@ class MemoryManager:
         until: datetime | str | None = None,
         limit: int | None = None,
         max_chars: int | None = None,
+        query: str | None = None,
     ) -> str:
-        """Recall memories that match ``keywords`` (SPEC §5.4, §5.5, §5.6).
+        """Recall memories that match ``keywords`` (SPEC §5.4, §5.5, §5.6, §5.7).
 
         ``entry="both"`` (default) starts from the focus and from the nodes whose index terms
         best match the keywords (BM25 over ``memory:term``; with ``Config(keyword_index=False)``
@@ -648,6 +695,13 @@ class MemoryManager:
         through. Blocks until the agent's earlier tasks ran (per-agent FIFO: also behind a
         remember still waiting on the small model) and returns plain text.
 
+        With an embedder (``MemoryManager(..., embedder=...)``, SPEC §5.7), ``"semantic"``
+        starts from the nodes nearest the query's meaning — ``query`` (the caller's question
+        as text) when given, else the keywords joined — and ``"both"`` fuses the focus, the
+        keyword entry and the semantic entry; a node close enough in meaning matches even
+        without a shared word, and its similarity is part of its rank. If the embedder fails,
+        the lexical entries answer (logged once).
+
         Raises:
             TypeError, ValueError: bad arguments (keywords, relations, depth, entry, since,
                 until, limit, max_chars, timeout; nothing is queued); more than
@@ -658,16 +712,48 @@ class MemoryManager:
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
         args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
+        text = self._query_text(keywords, query, args[3])
         window = _window(since, until)
         seconds = check_timeout(timeout, zero=True)
         self._check_open()
+        # The query's vector is made here, in the caller's thread (never the scheduler's).
+        started = time.monotonic()
+        qvec = self._vectors.query_call(text)() if text is not None and self._vectors else None
+        if seconds is not None:
+            seconds = max(seconds - (time.monotonic() - started), 0.0)
         if seconds is None:
             # An idle agent's recall runs in the calling thread (same order as queued).
             inline: Future[str] = Future()
             if self._system._scheduler.run_inline(self.agent_id, self._recall_task(
-                    args, window, inline)):
+                    args, window, inline, qvec)):
                 return inline.result()
-        return self._result(self._submit_recall(args, window, None), seconds, "recall")
+        return self._result(self._submit_recall(args, window, None, qvec), seconds, "recall")
+
+    def _query_text(self, keywords: object, query: object, entry: str) -> str | None:
+        """The text whose vector seeds the semantic entry: ``query``, else the keywords
+        joined; None when the recall has no semantic entry (no embedder, or entry "focus" or
+        "keywords"). Bad ``query`` raises; "semantic" without an embedder raises."""
+        if query is not None:
+            if not isinstance(query, str):
+                raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
+            if len(query) > RECALL_CHARS_MAX:
+                raise InvalidInputError(
+                    f"query may hold {RECALL_CHARS_MAX:,} characters, got {len(query):,}")
+            try:
+                query.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidInputError("query must be valid Unicode") from None
+        if entry == "semantic" and self.embedder is None:
+            raise InvalidInputError(
+                "entry='semantic' needs an embedder: MemoryManager(..., embedder="
+                "OpenAIEmbedder(...)) (see docs/embeddings.md)")
+        if self.embedder is None or entry not in ("semantic", "both"):
+            return None
+        text = query.strip() if isinstance(query, str) else ""
+        if not text:
+            assert isinstance(keywords, Sequence)
+            text = " ".join(k.strip() for k in keywords if isinstance(k, str) and k.strip())
+        return text or None
 
     def _result(self, future: Future[T], timeout: float | None, what: str) -> T:
         """Wait for a queued task's result; on timeout, cancel it and say what it waited for."""
@@ -723,36 +809,47 @@ class MemoryManager:
         until: datetime | str | None = None,
         limit: int | None = None,
         max_chars: int | None = None,
+        query: str | None = None,
     ) -> Future[str]:
         """:meth:`recall` without blocking: a future of its text (same arguments; bad ones
         raise at the call). With ``timeout``, the future fails with ``TimeoutError`` when the
-        recall has not finished by then (and the recall is dropped if it has not started)."""
+        recall has not finished by then (and the recall is dropped if it has not started).
+        The query's vector (semantic entry) is made in a model-call thread."""
         args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
+        text = self._query_text(keywords, query, args[3])
         window = _window(since, until)
         seconds = check_timeout(timeout, zero=True)
         self._check_open()
-        return self._submit_recall(args, window, seconds)
+        return self._submit_recall(args, window, seconds, text=text)
 
     def _submit_recall(
         self, args: _RecallArgs,
-        window: Window | None, seconds: float | None,
+        window: Window | None, seconds: float | None, qvec: Any = None, *,
+        text: str | None = None,
     ) -> Future[str]:
-        """Queue a checked recall; with ``seconds`` its future fails with TimeoutError then."""
+        """Queue a checked recall; with ``seconds`` its future fails with TimeoutError then.
+        ``text``: the query whose vector the task makes first (off the scheduler thread)."""
         future: Future[str] = Future()
         if seconds is not None:
             self._expire(future, seconds, "recall")
         self._system._scheduler.submit(
-            self.agent_id, self._recall_task(args, window, future), self.config.max_queue_size
+            self.agent_id, self._recall_task(args, window, future, qvec, text=text),
+            self.config.max_queue_size
         )
         return future
 
     def _recall_task(
         self, args: _RecallArgs,
-        window: Window | None, future: Future[str],
+        window: Window | None, future: Future[str], qvec: Any = None, *,
+        text: str | None = None,
     ) -> Task:
-        def start() -> Generator[Backoff, None, str]:
-            return self._recall_now(*args, window=window)
-            yield  # pragma: no cover  (makes this a generator)
+        def start() -> Generator[Wait, None, str]:
+            vector = qvec
+            if text is not None and self._vectors is not None:
+                call = AwaitCall(self._vectors.query_call(text))
+                yield call
+                vector = call.result()
+            return self._recall_now(*args, window=window, qvec=vector)
 
         return Task(TaskKind.RECALL, start, future=future)
 
@@ -768,13 +865,14 @@ class MemoryManager:
         until: datetime | str | None = None,
         limit: int | None = None,
         max_chars: int | None = None,
+        query: str | None = None,
     ) -> str:
         """:meth:`recall` for asyncio code (same arguments, same errors; a timeout raises
         :class:`TimeoutError`)."""
         timeout = check_timeout(timeout, zero=True)
         future = self.recall_async(
             keywords, relations, depth, entry=entry, since=since, until=until,
-            limit=limit, max_chars=max_chars,
+            limit=limit, max_chars=max_chars, query=query,
         )
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
@@ -864,6 +962,7 @@ class MemoryManager:
         max_chars: int | None,
         *,
         window: Window | None = None,
+        qvec: Any = None,
     ) -> str:
         """Seed the walk (SPEC §5.4 step 2, §5.5), run it, rank and cut the results (§5.4 v2).
 
@@ -877,6 +976,19 @@ class MemoryManager:
         """
         self._check_open()
         keywords = significant_keywords(keywords)  # SPEC §5.4 v3 rule 4: stop words left out
+        similar: dict[str, float] | None = None
+        meaning: list[Seed] = []
+        if entry in ("semantic", "both") and self._vectors is not None and qvec is not None:
+            # SPEC §5.7: the nodes nearest the query's meaning seed the walk and match it.
+            k = self.config.max_entry_nodes
+            found = [(n, s) for n, s in self._vectors.nearest(qvec, SEMANTIC_CANDIDATES * k)
+                     if s >= MIN_SIMILARITY]
+            similar = dict(found)
+            if found:
+                best = found[0][1]
+                meaning = [Seed(n, s / best, i) for i, (n, s) in enumerate(found[:k])]
+        elif entry == "semantic":
+            entry = "both"  # the embedder failed: the lexical entries answer (logged once)
         seeds: list[Seed] = []
         if entry in ("focus", "both"):
             seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self._focus.ids())]
@@ -884,13 +996,20 @@ class MemoryManager:
         seeded = {s.node for s in seeds}
         pinned = [nid for nid in self._nodes.pinned() if nid not in seeded]
         seeds += [Seed(nid, 1.0, len(seeds) + i) for i, nid in enumerate(pinned)]
+        lexical: list[Seed] = []
         if entry in ("keywords", "both") and self.config.keyword_index:
-            seeds += self._searcher.keyword_seeds(
+            lexical = self._searcher.keyword_seeds(
                 keywords,
                 self.config.max_entry_nodes,
                 first_rank=len(seeds),
                 generation=self._metadata.node_sequence,
             )
+        if similar is None:
+            seeds += lexical
+        elif entry == "semantic":
+            seeds += [Seed(s.node, s.strength, len(seeds) + s.rank) for s in meaning]
+        else:  # "both": keyword and semantic seeds fused by reciprocal rank (SPEC §5.7)
+            seeds += fuse([lexical, meaning], len(seeds), 2 * self.config.max_entry_nodes)
         weights: list[float] | None = None
         if seeds and len(keywords) >= 2:
             if self.config.keyword_index:
@@ -898,7 +1017,8 @@ class MemoryManager:
             else:
                 weights = [1.0] * len(keywords)
         return self._searcher.recall(
-            seeds, keywords, relations, depth, limit, max_chars, weights=weights, window=window
+            seeds, keywords, relations, depth, limit, max_chars, weights=weights, window=window,
+            similar=similar,
         )
 
     # -- listing and forgetting on request (SPEC §5.6) -------------------------------------------
@@ -1026,6 +1146,9 @@ class MemoryManager:
                 self._links.cut_incoming(batch, list(found))  # no trace (SPEC §5.6 v3)
                 self._journal.cut_texts(batch, list(found.values()), accepted_by)
             batch.after_commit(self._compressor.recount)
+            if self._vectors is not None:
+                vectors = self._vectors
+                batch.after_commit(lambda: vectors.forgotten(list(found)))
             store.commit(batch)
         if purge:
             store.rewrite()
@@ -1104,7 +1227,14 @@ class MemoryManager:
         while store is not None and store.mirror_building:
             yield Backoff(wait)
             wait = min(2 * wait, MIRROR_WAIT_MAX)
-        return (yield from self._compressor.run_slice())
+        return (yield from self._slice_and_vectors())
+
+    def _slice_and_vectors(self) -> Generator[Wait, None, dict[str, Any]]:
+        """A compression slice, then vectors for the nodes it rewrote and for nodes still
+        without one (SPEC §5.7)."""
+        report = yield from self._compressor.run_slice()
+        yield from self._embed(())
+        return report
 
     def run_compression_slice(self, timeout: float | None = None) -> dict[str, Any]:
         """Run one compression slice for this agent now (after its queued tasks) and report it:
@@ -1121,7 +1251,7 @@ class MemoryManager:
         self._system._scheduler.submit(
             self.agent_id,
             # Asked for, it runs at once: only automatic slices wait for a mirror's build.
-            Task(TaskKind.SLICE, self._compressor.run_slice, future=future, counted=False),
+            Task(TaskKind.SLICE, self._slice_and_vectors, future=future, counted=False),
             None,
         )
         return future.result(timeout)
@@ -1207,6 +1337,7 @@ class MemoryManager:
                 self._system._scheduler.recall_waits(self.agent_id)),
             "read_mirror": store.mirror_state,
             "read_mirror_renewals": store.mirror_renewals,
+            **(self._vectors.stats() if self._vectors is not None else {}),
         }
 
     def pending_remembers(self) -> int:

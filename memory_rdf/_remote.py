@@ -98,6 +98,7 @@ def agent_graphs(agent_id: str) -> Graphs:
         memory=iri_ref(AGENT + agent_id),
         journal=iri_ref(f"{AGENT}{agent_id}/journal"),
         meta=iri_ref(f"{AGENT}{agent_id}/meta"),
+        vectors=iri_ref(f"{AGENT}{agent_id}/vectors"),
     )
 
 
@@ -573,7 +574,8 @@ class RemoteStore(MemoryStore):
         self._retry = Retry(max_retries, retry_initial_delay, retry_max_delay, store_timeout)
         self._dataset = {
             "default-graph-uri": [AGENT + agent_id],
-            "named-graph-uri": [f"{AGENT}{agent_id}/journal", f"{AGENT}{agent_id}/meta"],
+            "named-graph-uri": [f"{AGENT}{agent_id}/journal", f"{AGENT}{agent_id}/meta",
+                                f"{AGENT}{agent_id}/vectors"],
         }
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lease_lost: str | None = None
@@ -745,6 +747,7 @@ class RemoteStore(MemoryStore):
         names = {
             f"{AGENT}{self.agent_id}/journal": f"<{V.JOURNAL_GRAPH}>",
             f"{AGENT}{self.agent_id}/meta": f"<{V.META_GRAPH}>",
+            f"{AGENT}{self.agent_id}/vectors": f"<{V.VECTOR_GRAPH}>",
         }
         lines = []
         with self._reading():

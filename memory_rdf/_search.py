@@ -78,6 +78,12 @@ STRENGTH_EXPONENT = 0.1
 #: in the same band of this factor ((1/F^(b+1), 1/F^b]: with 4, every seed at a quarter of
 #: the best keyword score or more is alike a focus node).
 ALIKE_BAND = 4.0
+#: Semantic entry (SPEC §5.7): the share of a result's score that is its similarity to the
+#: query (the rest is the keyword match above); with no keywords it is all of it.
+SEMANTIC_WEIGHT = 0.5
+#: Semantic entry: the results' similarity bands (:func:`rank`'s alike key) are this wide,
+#: as a fraction of the best similarity.
+SIMILARITY_BAND = 0.2
 #: Question marks: a result whose text holds one asks something, and within a budget its
 #: reply follows it (:meth:`Searcher.render`).
 QUESTION_MARKS = ("?", "？")
@@ -255,6 +261,7 @@ def rank(
     details: dict[str, Match],
     weights: Sequence[float],
     keywords: Sequence[str] = (),
+    similar: dict[str, float] | None = None,
 ) -> tuple[list[Hit], list[Hashable]]:
     """The walk's results ordered by relevance (SPEC §5.4 v2), best first, and each one's
     alike key (:func:`current_first`, SPEC §5.4 v3):
@@ -281,26 +288,66 @@ def rank(
     The alike key of a result is the set of keywords it matches (however: own keyword or
     not, whole word or part) and its path strength's band (:func:`strength_band`): results
     with equal keys match the query alike (:func:`current_first`).
+
+    With the semantic entry (SPEC §5.7), ``similar`` maps the nodes close enough in meaning
+    to the query to their cosine similarity, and similarity is part of the score::
+
+        sem(n)   = similarity(n) / the best similarity     (0 for a node not in ``similar``)
+        score(n) = ((1 - SEMANTIC_WEIGHT) · match(n) + SEMANTIC_WEIGHT · sem(n))
+                   · strength(n) ** STRENGTH_EXPONENT          (no keywords: sem(n) alone)
+
+    and the alike key holds the similarity's band (:data:`SIMILARITY_BAND`) too.
     """
     total = sum(w * (1 + OWN_BONUS) for w in weights) or 1.0
     stems = [frozenset(stem(t) for t in query_terms([k])) for k in keywords]
+    best = max(similar.values(), default=0.0) if similar else 0.0
+    share = (SEMANTIC_WEIGHT if weights else 1.0) if best > 0 else 0.0
     scores: list[float] = []
     keys: list[Hashable] = []
     for hit in hits:
         m = details.get(hit.node)
-        if m is None:  # pragma: no cover - every hit matched
-            scores.append(0.0)
-            keys.append(None)
+        sem = similar.get(hit.node, 0.0) / best if similar and best > 0 else 0.0
+        if m is None:  # matched by meaning alone (or, without a query, every node matches)
+            scores.append(share * sem * hit.strength**STRENGTH_EXPONENT)
+            keys.append((frozenset(), strength_band(hit.strength), _band(sem, share)))
             continue
         credits = _credits(m, stems, len(weights))
         quality = sum(
             w * c * (1 + (OWN_BONUS if k in m.own else 0.0))
             for k, (w, c) in enumerate(zip(weights, credits, strict=True))
         )
-        scores.append(quality / total * hit.strength**STRENGTH_EXPONENT)
-        keys.append((frozenset(m.matched), strength_band(hit.strength)))
+        lexical = quality / total
+        scores.append(((1 - share) * lexical + share * sem) * hit.strength**STRENGTH_EXPONENT)
+        keys.append((frozenset(m.matched), strength_band(hit.strength), _band(sem, share)))
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
     return [hits[i] for i in order], [keys[i] for i in order]
+
+
+def _band(sem: float, share: float) -> int:
+    """The similarity band of a result (:func:`rank`'s alike key); 0 without a semantic
+    entry, so the key is what it always was."""
+    if share <= 0:
+        return 0
+    return int(math.floor((1.0 - sem) / SIMILARITY_BAND + 1e-9))
+
+
+def fuse(lists: Sequence[Sequence[Seed]], first_rank: int, limit: int) -> list[Seed]:
+    """The seeds of several entries fused by reciprocal rank (SPEC §5.7): a node's fused
+    score is Σ 1 / (RRF_K + its rank in each list), its strength that score ÷ the best, at
+    most ``limit`` seeds, ranked from ``first_rank`` in fused order."""
+    scores: dict[str, float] = {}
+    for seeds in lists:
+        for r, seed in enumerate(sorted(seeds, key=lambda s: s.rank)):
+            scores[seed.node] = scores.get(seed.node, 0.0) + 1.0 / (RRF_K + r + 1)
+    if not scores:
+        return []
+    order = sorted(scores, key=lambda n: -scores[n])[:limit]
+    top = scores[order[0]]
+    return [Seed(n, scores[n] / top, first_rank + i) for i, n in enumerate(order)]
+
+
+#: Reciprocal-rank fusion's constant (:func:`fuse`).
+RRF_K = 60
 
 
 def current_first(
@@ -547,23 +594,35 @@ class Searcher:
         *,
         weights: Sequence[float] | None = None,
         window: Window | None = None,
+        similar: dict[str, float] | None = None,
     ) -> str:
         """The recall text: the walk (SPEC §5.4 steps 2–3), ranked (:func:`rank`) when
         ``weights`` (one per keyword) are given and there are at least two keywords, cut to
-        ``limit`` entries (0 = unlimited) and ``max_chars`` characters (None = unlimited)."""
+        ``limit`` entries (0 = unlimited) and ``max_chars`` characters (None = unlimited).
+
+        ``similar`` (the semantic entry, SPEC §5.7): the nodes close enough in meaning to the
+        query, with their similarity: they match whatever their words, and the results are
+        ranked with similarity as part of the score."""
         if not seeds:
             return ""
         if relations is not None:
             relations = relation_forms(relations)  # SPEC §5.4 v3: either form of a name
         graph = self.fetch(seeds, depth, relations)
-        ranked = weights is not None and len(keywords) >= 2
+        semantic = similar is not None
+        ranked = (weights is not None and len(keywords) >= 2) or semantic
+        if semantic and (weights is None or len(weights) != len(keywords)):
+            weights = [1.0] * len(keywords)
         details: dict[str, Match] = {}
         if ranked or (keywords and not all(r.han for r in keyword_rules(keywords))):
             # the texts are compared word by word here, and carry the nodes' times
-            details = self._nodes.match_details(graph.reached, keywords)
-            matches: set[str] | None = set(details)
+            details = self._nodes.match_details(graph.reached, keywords) if keywords else {}
+            matches: set[str] | None = set(details) if keywords else None
         else:
             matches = self._nodes.matching(graph.reached, keywords) if keywords else None
+        if semantic:
+            # close in meaning: a match without a shared word; with no keywords, the query's
+            # meaning alone says what matches
+            matches = set(similar or ()) if matches is None else matches | set(similar or ())
         if window is not None:
             # SPEC §5.6: nodes outside [since, until) are walked through, never returned.
             timely = self._listing.in_window(graph.reached, window)
@@ -572,12 +631,13 @@ class Searcher:
         if ranked:
             assert weights is not None
             hits, keys = rank(
-                walk(seeds, graph.adjacency, matches, depth, 0), details, weights, keywords
+                walk(seeds, graph.adjacency, matches, depth, 0), details, weights, keywords,
+                similar,
             )
         else:
             hits = walk(seeds, graph.adjacency, matches, depth, limit)
             keys = [strength_band(h.strength) for h in hits]
-        if keywords:  # without keywords there is no query to match alike: the walk's order
+        if keywords or semantic:  # without a query nothing matches alike: the walk's order
 
             def dates(ids: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
                 known = {n: (details[n].said_at, details[n].created_at) for n in ids

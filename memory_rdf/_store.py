@@ -385,9 +385,11 @@ class Graphs:
     memory: Term | None
     journal: Term
     meta: Term
+    vectors: Term = Term(f"<{V.VECTOR_GRAPH}>")  # the semantic entry's vectors (SPEC §5.7)
 
     def params(self) -> dict[str, Param]:
-        return {"memory": self.memory, "journal": self.journal, "meta": self.meta}
+        return {"memory": self.memory, "journal": self.journal, "meta": self.meta,
+                "vectors": self.vectors}
 
     def of(self, graph: str | None) -> Term | None:
         """The term of a graph given by its embedded name (None: the memory network)."""
@@ -397,6 +399,8 @@ class Graphs:
             return self.journal
         if graph == V.META_GRAPH:
             return self.meta
+        if graph == V.VECTOR_GRAPH:
+            return self.vectors
         raise ValueError(f"unknown graph {graph!r}")
 
 
@@ -1164,7 +1168,8 @@ class _LoadSink:
 #: (a link's source, target or relation, a node's liveness); any other template that is not
 #: handled by :func:`index_changes` makes the mirror derive its whole index again.
 _INDEX_NEUTRAL = frozenset({"delete_node_text", "delete_node_texts", "remove_task",
-                            "release_lease", "take_lease", "clear_creation_marks"})
+                            "release_lease", "take_lease", "clear_creation_marks",
+                            "delete_vectors"})
 _LINK_PREDICATES = {V.SOURCE: "source", V.TARGET: "target", V.RELATION: "relation"}
 
 
@@ -2749,7 +2754,7 @@ def _check_backup(store: ox.Store, source: Path, agent_id: str, max_chars: int) 
     result = store.query("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
     assert isinstance(result, ox.QuerySolutions)
     graphs = {str(row["g"].value) for row in result}
-    other = sorted(graphs - {V.META_GRAPH, V.JOURNAL_GRAPH})
+    other = sorted(graphs - {V.META_GRAPH, V.JOURNAL_GRAPH, V.VECTOR_GRAPH})
     if other:
         shown = ", ".join(f"<{g}>" for g in other[:3]) + (", …" if len(other) > 3 else "")
         raise InvalidInputError(

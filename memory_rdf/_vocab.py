@@ -16,6 +16,8 @@ FOCUS_LIST = "https://w3id.org/memory-rdf/focus"
 #: Named graphs holding everything that is not the memory network (SPEC §2).
 META_GRAPH = "https://w3id.org/memory-rdf/graph/meta"
 JOURNAL_GRAPH = "https://w3id.org/memory-rdf/graph/journal"
+#: The semantic entry's vectors, one per node, and the model that made them (SPEC §5.7).
+VECTOR_GRAPH = "https://w3id.org/memory-rdf/graph/vectors"
 META_SUBJECT = "https://w3id.org/memory-rdf/store"
 TASK = "https://w3id.org/memory-rdf/task/"
 
@@ -59,6 +61,9 @@ RELATION = m("relation")
 MEMBER = m("member")
 FOCUS_ORDER = m("focusOrder")
 PINNED = m("pinned")
+VECTOR = m("vector")
+EMBEDDING_MODEL = m("embeddingModel")
+EMBEDDING_DIMENSION = m("embeddingDimension")
 FOCUS = f"<{FOCUS_LIST}>"
 
 #: The read mirror's link index (``_store._Mirror``, ``queries/mirror_index_all.ru``): two

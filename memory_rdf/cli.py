@@ -17,6 +17,7 @@ found violations; 2 a usage error, an invalid agent id or an unknown agent (noth
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import importlib
 import json
@@ -38,11 +39,14 @@ from rich.text import Text
 
 from memory_rdf import (
     Config,
+    Embedder,
     InvalidInputError,
     InvalidTypeError,
     MemoryManager,
     MemoryRDFError,
     Message,
+    OllamaEmbedder,
+    OpenAIEmbedder,
     SmallModel,
     SparqlEndpoint,
     SparqlError,
@@ -146,10 +150,13 @@ def _open_manager(
     """The agent opened read-write. On success its queued work finishes before it closes; on
     an error or Ctrl-C it closes at once, and unprocessed remembers stay journalled for the
     next start (SPEC §5.1)."""
+    embedder = _EMBEDDER.get()
     if isinstance(data_dir, SparqlEndpoint):
-        mem = MemoryManager(agent, endpoint=data_dir, config=config, model=model)
+        mem = MemoryManager(agent, endpoint=data_dir, config=config, model=model,
+                            embedder=embedder)
     else:
-        mem = MemoryManager(agent, data_dir=data_dir, config=config, model=model)
+        mem = MemoryManager(agent, data_dir=data_dir, config=config, model=model,
+                            embedder=embedder)
     try:
         mem.initialize()
         yield mem
@@ -241,6 +248,59 @@ def _data_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
     ):
         with_where = option(with_where)
     return with_where
+
+
+#: The embedder of the running command (``--embedder``), None: none (SPEC §5.7).
+_EMBEDDER: contextvars.ContextVar[Embedder | None] = contextvars.ContextVar(
+    "memory_rdf_cli_embedder", default=None)
+_EMBEDDER_FORMS = "'openai:MODEL' or 'ollama:MODEL'"
+
+
+def _embedder_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--embedder BACKEND:MODEL`` and ``--embedder-url URL`` (as ``MEMORY_RDF_MODEL`` and
+    ``MEMORY_RDF_MODEL_URL`` name the small model): the agents the command opens get that
+    embedder (SPEC §5.7); the key is ``MEMORY_RDF_API_KEY`` (else ``OPENAI_API_KEY``)."""
+
+    @functools.wraps(func)
+    def with_embedder(*args: Any, embedder: str | None, embedder_url: str | None,
+                      **kwargs: Any) -> Any:
+        spec = (embedder or "").strip()
+        if not spec:
+            if embedder_url:
+                raise click.UsageError("--embedder-url needs --embedder")
+            return func(*args, **kwargs)
+        backend, _, name = spec.partition(":")
+        backend, name = backend.strip().lower(), name.strip()
+        if backend not in ("openai", "ollama") or not name:
+            raise click.UsageError(f"--embedder must be {_EMBEDDER_FORMS}, got {spec!r}")
+        made: OpenAIEmbedder | OllamaEmbedder
+        try:
+            if backend == "ollama":
+                made = OllamaEmbedder(name, embedder_url or "http://localhost:11434")
+            else:
+                key = (os.environ.get("MEMORY_RDF_API_KEY", "").strip()
+                       or os.environ.get("OPENAI_API_KEY", "").strip() or None)
+                made = OpenAIEmbedder(name, embedder_url or "https://api.openai.com/v1", key)
+        except (InvalidInputError, InvalidTypeError) as exc:
+            raise click.UsageError(f"--embedder / --embedder-url: {exc}") from None
+        token = _EMBEDDER.set(made)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _EMBEDDER.reset(token)
+            made.close()
+
+    with_embedder = click.option(
+        "--embedder-url", metavar="URL", envvar="MEMORY_RDF_EMBEDDER_URL", show_envvar=True,
+        help="The embedding server (default http://localhost:11434 for ollama, "
+             "https://api.openai.com/v1 for openai).",
+    )(with_embedder)
+    return click.option(
+        "--embedder", metavar="BACKEND:MODEL", envvar="MEMORY_RDF_EMBEDDER", show_envvar=True,
+        help="Recall by meaning too (docs/embeddings.md): an embedding model, "
+             f"{_EMBEDDER_FORMS}, e.g. openai:all-minilm with --embedder-url "
+             "http://127.0.0.1:8080/v1.",
+    )(with_embedder)
 
 
 def _endpoint_auth() -> tuple[str, str] | str | None:
@@ -362,6 +422,7 @@ def _parse_batches(text: str, source: str) -> list[list[Message]]:
 @click.argument("agent")
 @click.argument("file", metavar="FILE|-")
 @_data_dir_option
+@_embedder_option
 def remember(agent: str, file: str, data_dir: Where) -> int:
     """Remember messages from a JSON file (or - for stdin); creates the agent if new.
 
@@ -428,10 +489,14 @@ def _report_failures(agent: str, stats: dict[str, Any], failed_before: int, err:
               help="Follow only links with this relation name (repeatable).")
 @click.option("--depth", "-d", type=click.IntRange(min=0), default=None,
               help="Hops from the entry nodes (default: the config's default_search_depth).")
-@click.option("--entry", type=click.Choice(["focus", "keywords", "both"]), default="both",
-              show_default=True,
-              help="Where the walk starts (SPEC §5.5): the focus and the keyword entry "
-                   "(both), the focus only, or the keyword entry only.")
+@click.option("--entry", type=click.Choice(["focus", "keywords", "both", "semantic"]),
+              default="both", show_default=True,
+              help="Where the walk starts (SPEC §5.5, §5.7): the focus and the keyword entry "
+                   "(both; and the semantic entry with --embedder), the focus only, the "
+                   "keyword entry only, or the semantic entry only (needs --embedder).")
+@click.option("--query", metavar="TEXT", default=None,
+              help="With --embedder: the question whose meaning the semantic entry looks "
+                   "for (default: the keywords joined).")
 @click.option("--limit", type=click.IntRange(min=0), default=None,
               help="Most entries (default: the config's max_search_results, 100; 0 = unlimited).")
 @click.option("--max-chars", type=click.IntRange(min=0), default=None,
@@ -442,9 +507,11 @@ def _report_failures(agent: str, stats: dict[str, Any], failed_before: int, err:
                    "in its content's language.")
 @_since_until_options
 @_data_dir_option
+@_embedder_option
 def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
-           depth: int | None, entry: str, limit: int | None, max_chars: int | None,
-           english: bool, since: str | None, until: str | None, data_dir: Where) -> None:
+           depth: int | None, entry: str, query: str | None, limit: int | None,
+           max_chars: int | None, english: bool, since: str | None, until: str | None,
+           data_dir: Where) -> None:
     """Print what the agent recalls for KEYWORDs (plain text, for pipes).
 
     No keyword matches every reached node. The most relevant memories come first (more of
@@ -464,7 +531,7 @@ def recall(agent: str, keywords: tuple[str, ...], relations: tuple[str, ...],
         text = inspect.recall(agent, list(keywords), data_dir,
                               relations=list(relations) or None, depth=depth, entry=entry,
                               limit=limit, max_chars=max_chars, since=since, until=until,
-                              config=config)
+                              config=config, query=query, embedder=_EMBEDDER.get())
     except (InvalidInputError, InvalidTypeError) as exc:
         raise click.UsageError(str(exc)) from None
     if text:
@@ -552,6 +619,7 @@ def memories(agent: str, keywords: tuple[str, ...], since: str | None, until: st
 @click.option("--yes", "-y", is_flag=True,
               help="With --matching: do not ask (for scripts).")
 @_data_dir_option
+@_embedder_option
 def forget(agent: str, ids: tuple[str, ...], matching: bool, purge: bool, yes: bool,
            data_dir: Where) -> None:
     """Forget the memories with these ids (from `memory-rdf memories`), as compression
@@ -618,6 +686,7 @@ def _confirmed_matches(mem: MemoryManager, agent: str, words: tuple[str, ...],
 @click.argument("agent")
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
 @_data_dir_option
+@_embedder_option
 def pin(agent: str, ids: tuple[str, ...], data_dir: Where) -> None:
     """Pin the memories with these ids (from `memory-rdf memories`, as `forget` takes them):
     compression never shortens or forgets them, the fixed pool never evicts them, and every
@@ -635,6 +704,7 @@ def pin(agent: str, ids: tuple[str, ...], data_dir: Where) -> None:
 @click.argument("agent")
 @click.argument("ids", nargs=-1, required=True, metavar="ID...")
 @_data_dir_option
+@_embedder_option
 def unpin(agent: str, ids: tuple[str, ...], data_dir: Where) -> None:
     """Unpin the memories with these ids: from now on they decay, are shortened and
     forgotten like any other. Ids that are unknown or not pinned are ignored. Writes: fails
@@ -675,6 +745,7 @@ def _id_key(given: str) -> str:
               help="Requeue every failed remember and wait for them (opens the agent).")
 @click.option("--json", "as_json", is_flag=True, help="The tasks as a JSON list.")
 @_data_dir_option
+@_embedder_option
 def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
     """List the agent's journalled remembers: pending (accepted, not processed yet) and
     failed (their small-model calls kept failing; kept, never dropped). Read-only without
@@ -736,6 +807,7 @@ def tasks(agent: str, retry: bool, as_json: bool, data_dir: Where) -> int:
 @click.option("--slices", "-n", default=10, show_default=True, type=click.IntRange(min=1),
               help="Compression slices to run.")
 @_data_dir_option
+@_embedder_option
 def compress(agent: str, slices: int, data_dir: Where) -> None:
     """Run compression slices now (decay, shorten, forget) and print their totals; stops
     early at a slice that finds nothing to scan (every node left is a focus node).
@@ -1258,6 +1330,7 @@ def validate(agent: str, data_dir: Where) -> None:
               help="Every recall entry in English ([memory …]); by default each entry is in "
                    "its content's language.")
 @_data_dir_option
+@_embedder_option
 @click.pass_context
 def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: str, host: str,
           port: int, token: str | None, call_timeout: float, english: bool,
@@ -1305,9 +1378,11 @@ def serve(ctx: click.Context, agent: str, agents: tuple[str, ...], transport: st
     config = Config(templates=Templates.english() if english else Templates())
     err = _stderr()
     _raise_open_files_limit()
-    system = (MemorySystem(endpoint=data_dir, model=_model(), config=config)
+    embedder = _EMBEDDER.get()
+    system = (MemorySystem(endpoint=data_dir, model=_model(), config=config, embedder=embedder)
               if isinstance(data_dir, SparqlEndpoint)
-              else MemorySystem(data_dir=data_dir, model=_model(), config=config))
+              else MemorySystem(data_dir=data_dir, model=_model(), config=config,
+                                embedder=embedder))
     try:  # an agent, the default one too, is opened (or made) when a call first names it
         served = ("any agent a client names" if allowed is None
                   else f"only agents {', '.join(repr(a) for a in allowed)}")

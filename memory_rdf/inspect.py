@@ -37,6 +37,7 @@ from memory_rdf import _graphview
 from memory_rdf import _vocab as V
 from memory_rdf._agents import DATA_DIR_ENV, DEFAULT_DATA_DIR, agent_exists, agent_path, agents
 from memory_rdf._config import Config
+from memory_rdf._embedders import Embedder
 from memory_rdf._exceptions import InvalidInputError, SparqlError, StoreError
 from memory_rdf._inspect import (
     inspect_agent,
@@ -145,21 +146,26 @@ def recall(
     limit: int | None = None,
     max_chars: int | None = None,
     config: Config | None = None,
+    query: str | None = None,
+    embedder: Embedder | None = None,
 ) -> str:
     """What the agent recalls, as :meth:`MemoryManager.recall` gives it (same arguments and
     text; ``entry`` None: recall's default; ``config``: the one whose templates and limits to
     use, default ``Config()``), read from a snapshot: it works while another process holds the
-    agent (SPEC §6). Remembers journalled but not processed yet are not in it.
+    agent (SPEC §6). Remembers journalled but not processed yet are not in it. ``embedder``
+    (with ``query``): the semantic entry as well (SPEC §5.7), from the vectors the agent has
+    stored (none are made here: memories still without one are not found by meaning).
 
     Raises:
         TypeError, ValueError: bad arguments (as recall's); and see the module docstring.
     """
     arguments: dict[str, Any] = {"relations": relations, "depth": depth, "since": since,
-                                 "until": until, "limit": limit, "max_chars": max_chars}
+                                 "until": until, "limit": limit, "max_chars": max_chars,
+                                 "query": query}
     if entry is not None:
         arguments["entry"] = entry
     return inspect_agent(agent_id, data_dir,
-                         inspect_recall(agent_id, keywords, config, **arguments))
+                         inspect_recall(agent_id, keywords, config, embedder, **arguments))
 
 
 def tasks(agent_id: str, data_dir: DataDir = None) -> list[dict[str, Any]]:

@@ -305,12 +305,23 @@ _TOOLS: tuple[_Tool, ...] = (
                 "description": "How many links away from the starting memories to search "
                                "(default: the memory's configured depth, usually 2).",
             },
+            "query": {
+                "type": "string",
+                "description": "The question being answered, as written (e.g. \"Where did "
+                               "we stay in Kyoto?\"). Where the memory has an embedding "
+                               "model, memories close to it in meaning are found even when "
+                               "they share no word with it (\"hotel\" finds \"ryokan\"); "
+                               "otherwise it is not used. Pass it whenever you have it.",
+            },
             "entry": {
-                "type": "string", "enum": ["focus", "keywords", "both"],
+                "type": "string", "enum": ["focus", "keywords", "both", "semantic"],
                 "description": "Where the search starts: 'both' (default) = the memories "
-                               "discussed most recently and those whose words best match the "
-                               "keywords; 'focus' = only the memories discussed most recently; "
-                               "'keywords' = only those whose words best match.",
+                               "discussed most recently, those whose words best match the "
+                               "keywords and (with an embedding model) those closest in "
+                               "meaning to the query; 'focus' = only the memories discussed "
+                               "most recently; 'keywords' = only those whose words best "
+                               "match; 'semantic' = only those closest in meaning (needs an "
+                               "embedding model).",
             },
             "since": _time_bound("since"),
             "until": _time_bound("until"),

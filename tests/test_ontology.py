@@ -35,6 +35,10 @@ DATATYPE_PROPERTIES = {
     "relation": XSD.string,
     "focusOrder": XSD.integer,
     "pinned": XSD.boolean,
+    # the semantic entry's vectors graph (SPEC §5.7)
+    "vector": XSD.string,
+    "embeddingModel": XSD.string,
+    "embeddingDimension": XSD.integer,
     # bookkeeping in named graphs
     "schemaVersion": XSD.integer,
     "agentId": XSD.string,
@@ -56,6 +60,7 @@ FUNCTIONAL = {
     "source", "target", "strength", "relation", "focusOrder", "pinned",
     "schemaVersion", "agentId", "lastCreatedAt", "nodeSequence",
     "taskText", "taskSeq", "taskStatus", "attempts", "lastError", "acceptedAt", "taskSaidAt",
+    "vector", "embeddingModel", "embeddingDimension",
 }  # fmt: skip
 
 

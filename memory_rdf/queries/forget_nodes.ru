@@ -2,6 +2,7 @@
 # Links into them stay, dangling (SPEC §2). forget_node.ru for many nodes in two operations.
 # Inputs:  ?node VALUES: node IRIs
 #          "@with memory" the agent's memory graph on an endpoint (SPEC §8); nothing embedded
+#          $vectors the agent's vectors graph (SPEC §5.7): the node's vector goes too
 # Output:  none (an update; one operation of the caller's atomic write)
 PREFIX memory: <https://w3id.org/memory-rdf/ontology#>
 # @with memory
@@ -14,4 +15,8 @@ DELETE { ?link ?p ?o } WHERE {
 DELETE { ?node ?p ?o } WHERE {
   # @values node nodes
   ?node ?p ?o
+} ;
+DELETE { GRAPH $vectors { ?node memory:vector ?v } } WHERE {
+  # @values node nodes
+  GRAPH $vectors { ?node memory:vector ?v }
 }

@@ -1,0 +1,459 @@
+"""The semantic entry's vectors: kept in the agent's store, searched in memory (SPEC §5.7).
+
+**In the store.** One triple per live node in the vectors graph (``graph/vectors``; on an
+endpoint ``<…/agent/{id}/vectors>``, SPEC §8), never the default graph::
+
+    node:{id} memory:vector "base64 of the unit vector's float32 values, little-endian" .
+    <https://w3id.org/memory-rdf/store> memory:embeddingModel "all-minilm" ;
+                                        memory:embeddingDimension 384 .
+
+so export/import (N-Quads, TriG) and a purge carry them like every other triple: a node
+forgotten or purged takes its vector with it (``forget_node.ru``, ``forget_nodes.ru``). A
+vector is 4·d bytes, 4/3 of that in base64: 2,048 characters at d = 384.
+
+**In memory.** :class:`VectorIndex`: the unit vectors as one float32 matrix (4·d bytes a
+node: 1,536 B at d = 384, plus ~100 B for the id and its row number), searched by brute
+force (one matrix-vector product and a partial sort: cosine similarity of unit vectors is
+their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and 100k nodes.
+
+**Never mixed.** The store records the model's name and dimension; an embedder of another
+name, or whose vectors have another dimension, finds the store's vectors made by another
+model: they are dropped and every memory is embedded again with the new one (logged), a few
+batches at a time (``stats()["vectors_missing"]`` counts down).
+
+numpy is an optional dependency: ``pip install 'memory-rdf[embeddings]'``.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memory_rdf import _vocab as V
+from memory_rdf._calls import AwaitCall, current_agent
+from memory_rdf._exceptions import ConfigError, MemoryRDFError
+from memory_rdf._nodes import NodeStore, chunks
+from memory_rdf._store import MemoryStore, Term, WriteBatch, iri_ref, lit, node_id, node_ref, triple
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memory_rdf._embedders import Embedder
+
+log = logging.getLogger("memory_rdf")
+
+#: Nodes embedded in one fill step (the nodes still without a vector, SPEC §5.7).
+FILL_BATCH = 64
+#: Seconds the embedder is left alone after a failure: remembers and recalls do not wait on
+#: it meanwhile (a down server costs one timeout, not one per call).
+COOL_DOWN = 30.0
+#: Query vectors kept (query text → unit vector).
+QUERY_CACHE = 256
+
+_STORE = iri_ref(V.META_SUBJECT)
+
+
+def numpy() -> Any:
+    """numpy, or a clear error saying how to install it."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is installed where tests run
+        raise ConfigError(
+            "an embedder needs numpy: pip install 'memory-rdf[embeddings]'"
+        ) from None
+    return np
+
+
+def encode(vector: np.ndarray) -> str:
+    """A unit float32 vector as base64 of its little-endian bytes."""
+    xp = numpy()
+    return base64.b64encode(xp.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode(text: str, dimension: int) -> np.ndarray | None:
+    """The vector of :func:`encode`; None when ``text`` is not one of ``dimension`` values."""
+    xp = numpy()
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+    if len(raw) != 4 * dimension:
+        return None
+    vector = xp.frombuffer(raw, dtype="<f4").astype(xp.float32)
+    if not xp.all(xp.isfinite(vector)):
+        return None
+    return vector
+
+
+def unit(vector: Sequence[float]) -> np.ndarray:
+    """``vector`` as a float32 unit vector (checked non-zero and finite by the embedder)."""
+    xp = numpy()
+    v = xp.asarray(vector, dtype=xp.float32)
+    norm = float(xp.linalg.norm(v))
+    return v / norm if norm > 0 and math.isfinite(norm) else v
+
+
+class VectorIndex:
+    """Unit vectors by node id, searched by cosine similarity (brute force, numpy).
+
+    >>> index = VectorIndex(2)
+    >>> index.put("a", unit([1.0, 0.0])); index.put("b", unit([0.6, 0.8]))
+    >>> [(n, round(s, 2)) for n, s in index.nearest(unit([1.0, 0.1]), 2)]
+    [('a', 0.99), ('b', 0.68)]
+    """
+
+    def __init__(self, dimension: int) -> None:
+        xp = numpy()
+        self.dimension = dimension
+        self._matrix = xp.zeros((0, dimension), dtype=xp.float32)
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, nid: object) -> bool:
+        return nid in self._rows
+
+    def put(self, nid: str, vector: np.ndarray) -> None:
+        """Add or replace the vector of ``nid``."""
+        xp = numpy()
+        row = self._rows.get(nid)
+        if row is None:
+            row = len(self._ids)
+            if row >= self._matrix.shape[0]:
+                grown = xp.zeros((max(16, 2 * row), self.dimension), dtype=xp.float32)
+                grown[:row] = self._matrix[:row]
+                self._matrix = grown
+            self._ids.append(nid)
+            self._rows[nid] = row
+        self._matrix[row] = vector
+
+    def bulk(self, ids: Sequence[str], matrix: np.ndarray) -> None:
+        """Replace the whole index by ``ids`` and their rows."""
+        self._ids = list(ids)
+        self._rows = {n: i for i, n in enumerate(self._ids)}
+        self._matrix = matrix
+
+    def remove(self, nid: str) -> None:
+        row = self._rows.pop(nid, None)
+        if row is None:
+            return
+        last = len(self._ids) - 1
+        if row != last:
+            moved = self._ids[last]
+            self._matrix[row] = self._matrix[last]
+            self._ids[row] = moved
+            self._rows[moved] = row
+        self._ids.pop()
+
+    def get(self, nid: str) -> np.ndarray | None:
+        row = self._rows.get(nid)
+        return None if row is None else self._matrix[row]
+
+    def similarity(self, query: np.ndarray, ids: Sequence[str]) -> dict[str, float]:
+        """Cosine similarity of ``query`` to each of ``ids`` that has a vector."""
+        rows = [(n, self._rows[n]) for n in ids if n in self._rows]
+        if not rows:
+            return {}
+        sims = self._matrix[[r for _, r in rows]] @ query
+        return {n: float(s) for (n, _), s in zip(rows, sims, strict=True)}
+
+    def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The ``k`` nodes most similar to ``query``, best first: ``(id, cosine)``."""
+        xp = numpy()
+        n = len(self._ids)
+        if n == 0 or k < 1:
+            return []
+        sims = self._matrix[:n] @ query
+        top = xp.argpartition(-sims, k - 1)[:k] if k < n else xp.arange(n)
+        order = top[xp.argsort(-sims[top], kind="stable")]
+        return [(self._ids[i], float(sims[i])) for i in order]
+
+
+class Vectors:
+    """An agent's vectors: written with its nodes, read into a :class:`VectorIndex`.
+
+    Every method runs in the agent's tasks (the scheduler thread, or the caller's thread for
+    an inline recall) except :meth:`embed_call`'s function, which runs in a model-call
+    thread; one lock guards the in-memory state.
+    """
+
+    def __init__(self, store: MemoryStore, nodes: NodeStore, embedder: Embedder,
+                 agent_id: str) -> None:
+        numpy()
+        self.store, self.nodes, self.embedder, self.agent_id = store, nodes, embedder, agent_id
+        self.name = str(embedder.name)
+        self.index: VectorIndex | None = None
+        self.dimension: int | None = None
+        #: live nodes without a vector (or whose vector is of a text compression rewrote)
+        self.missing: set[str] = set()
+        self.loaded = False
+        self.failures = 0
+        self.requests = 0
+        self._down_until = 0.0
+        self._logged_down = False
+        self._queries: dict[str, np.ndarray] = {}
+        self._lock = threading.RLock()
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read the store's vectors into the index (once); drop them if another model made
+        them (every node then waits for a vector of this one)."""
+        with self._lock:
+            if self.loaded:
+                return
+            xp = numpy()
+            rows = self.store.rows(self.store.render("vector_model"))
+            stored_name, stored_dim = (rows[0][0], rows[0][1]) if rows else (None, None)
+            mine = self.embedder.dimension
+            if stored_name is not None and (
+                str(stored_name) != self.name
+                or not isinstance(stored_dim, int)
+                or (mine is not None and stored_dim != mine)
+            ):
+                what = f"model {stored_name!r}, dimension {stored_dim}"
+                if self.store.read_only:  # inspection: never mixed, nothing written
+                    log.warning(
+                        "memory_rdf: agent %r: its vectors were made by another embedding "
+                        "model (%s), not %r: no memory is found by meaning", self.agent_id,
+                        what, self.name)
+                    self.loaded = True
+                    return
+                self._drop_all(what)
+                stored_name = None
+            if stored_name is not None and isinstance(stored_dim, int):
+                self.dimension = stored_dim
+                ids: list[str] = []
+                vectors: list[np.ndarray] = []
+                bad: list[str] = []
+                for iri, text in self.store.rows(self.store.render("vectors_all")):
+                    nid = node_id(str(iri))
+                    vector = decode(str(text), stored_dim)
+                    if vector is None:
+                        bad.append(nid)
+                        continue
+                    ids.append(nid)
+                    vectors.append(vector)
+                index = VectorIndex(stored_dim)
+                if ids:
+                    index.bulk(ids, xp.vstack(vectors))
+                self.index = index
+                if bad and not self.store.read_only:
+                    batch = WriteBatch()
+                    batch.update("delete_vectors", nodes=[node_ref(n) for n in bad])
+                    self.store.commit(batch)
+            self.missing = {
+                node_id(str(r[0])) for r in self.store.rows(self.store.render("vectors_missing"))
+            }
+            self.loaded = True
+
+    def _drop_all(self, what: str) -> None:
+        log.warning(
+            "memory_rdf: agent %r: its vectors were made by another embedding model (%s); "
+            "they are dropped and every memory is embedded again with %r (see "
+            "stats()['vectors_missing'])", self.agent_id, what, self.name)
+        batch = WriteBatch()
+        batch.update("clear_vectors")
+        self.store.commit(batch)
+        self.index = None
+        self.dimension = None
+
+    # -- embedding -----------------------------------------------------------------------------
+
+    def available(self) -> bool:
+        """False while the embedder cools down after a failure (:data:`COOL_DOWN`)."""
+        return time.monotonic() >= self._down_until
+
+    def _embed(self, texts: list[str]) -> list[np.ndarray]:
+        """The unit vectors of ``texts`` (in a model-call thread). Raises what the embedder
+        raised; a wrong dimension for this store is a ModelError from the check."""
+        from memory_rdf._embedders import check_vectors
+
+        self.requests += 1
+        try:
+            raw = self.embedder.embed(list(texts))
+            vectors = check_vectors(raw, len(texts), None, f"embedder {self.name!r}")
+        except BaseException:
+            self.failures += 1
+            raise
+        return [unit(v) for v in vectors]
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self._down_until = time.monotonic() + COOL_DOWN
+        if not self._logged_down:
+            self._logged_down = True
+            who = current_agent.get() or self.agent_id
+            log.warning(
+                "memory_rdf: agent %r: the embedder %r failed while %s (%s: %s); recall "
+                "answers from the lexical entries and memories wait for their vectors "
+                "until it is back (stats()['vectors_missing'])",
+                who, self.name, what, type(exc).__name__, exc)
+
+    def _recovered(self) -> None:
+        if self._logged_down:
+            self._logged_down = False
+            log.warning("memory_rdf: agent %r: the embedder %r answers again",
+                        self.agent_id, self.name)
+
+    def embed_nodes(self, ids: Sequence[str]) -> Generator[AwaitCall, None, int]:
+        """Embed the content of ``ids`` (plus up to :data:`FILL_BATCH` nodes still missing
+        a vector) off the scheduler thread, and write their vectors; returns how many were
+        written. Never raises for the embedder: a failure leaves the nodes missing."""
+        self.load()
+        with self._lock:
+            wanted = list(dict.fromkeys(ids))
+            self.missing.update(wanted)
+            if not self.available():
+                return 0
+            extra = [n for n in self.missing if n not in set(wanted)]
+            todo = wanted + extra[: max(0, FILL_BATCH - len(wanted))]
+        if not todo:
+            return 0
+        written = 0
+        for part in chunks(todo, FILL_BATCH):
+            texts = self.nodes.existing(list(part))  # id → content, live nodes only
+            with self._lock:
+                self.missing.difference_update(n for n in part if n not in texts)
+            if not texts:
+                continue
+            order = list(texts)
+            call = AwaitCall(functools.partial(self._embed, [texts[n] for n in order]))
+            yield call
+            try:
+                vectors = call.result()
+            except MemoryRDFError as exc:
+                self._failed("embedding memories", exc)
+                return written
+            except Exception as exc:  # an embedder of the user's own
+                self._failed("embedding memories", exc)
+                return written
+            self._recovered()
+            written += self._write(order, vectors)
+        return written
+
+    def _write(self, order: list[str], vectors: list[np.ndarray]) -> int:
+        """Write the vectors of ``order`` (nodes still live: checked again here, since the
+        call ran off the thread) in one commit, with the model's record the first time."""
+        alive = self.nodes.existing(order)
+        pairs = [(n, v) for n, v in zip(order, vectors, strict=True) if n in alive]
+        with self._lock:
+            dim = len(vectors[0]) if vectors else None
+            if dim is None:
+                return 0
+            if self.dimension is not None and dim != self.dimension:
+                self._drop_all(f"model {self.name!r}, dimension {self.dimension}; it now "
+                               f"answers {dim}")
+                self.missing = {n for n in self._live_ids()}
+            batch = WriteBatch()
+            if self.dimension is None:
+                self.dimension = dim
+                self.index = VectorIndex(dim)
+                batch.insert([
+                    triple(_STORE, V.EMBEDDING_MODEL, lit(self.name)),
+                    triple(_STORE, V.EMBEDDING_DIMENSION, lit(dim)),
+                ], graph=V.VECTOR_GRAPH)
+            assert self.index is not None
+            replaced = [n for n, _ in pairs if n in self.index]
+            if replaced:
+                batch.update("delete_vectors", nodes=[node_ref(n) for n in replaced])
+            batch.insert([triple(node_ref(n), V.VECTOR, lit(encode(v))) for n, v in pairs],
+                         graph=V.VECTOR_GRAPH)
+            index = self.index
+
+            def apply() -> None:
+                for n, v in pairs:
+                    index.put(n, v)
+                self.missing.difference_update(order)
+
+            batch.after_commit(apply)
+            self.store.commit(batch)
+            return len(pairs)
+
+    def _live_ids(self) -> list[str]:
+        return [node_id(str(r[0])) for r in self.store.rows(self.store.render("vectors_missing"))]
+
+    def stale(self, rewritten: Sequence[str], forgotten: Sequence[str]) -> None:
+        """Compression rewrote ``rewritten`` (their vectors are made again) and forgot
+        ``forgotten`` (their vectors went with them)."""
+        with self._lock:
+            if not self.loaded:
+                return
+            self.missing.update(rewritten)
+            self.missing.difference_update(forgotten)
+            if self.index is not None:
+                for n in forgotten:
+                    self.index.remove(n)
+
+    def forgotten(self, ids: Sequence[str]) -> None:
+        self.stale((), ids)
+
+    # -- the query -----------------------------------------------------------------------------
+
+    def query_call(self, text: str) -> Callable[[], np.ndarray | None]:
+        """A function giving the unit vector of ``text`` (None: the embedder failed or cools
+        down; logged once): call it off the scheduler thread."""
+
+        def run() -> np.ndarray | None:
+            with self._lock:
+                cached = self._queries.get(text)
+            if cached is not None:
+                return cached
+            if not self.available():
+                return None
+            try:
+                (vector,) = self._embed([text])
+            except Exception as exc:
+                self._failed("embedding a recall's query", exc)
+                return None
+            self._recovered()
+            with self._lock:
+                if len(self._queries) >= QUERY_CACHE:
+                    self._queries.pop(next(iter(self._queries)))
+                self._queries[text] = vector
+            return vector
+
+        return run
+
+    def nearest(self, query: np.ndarray | None, k: int) -> list[tuple[str, float]]:
+        """The ``k`` live nodes nearest ``query``, best first; vectors of nodes found gone
+        (forgotten since) are dropped from the index."""
+        self.load()
+        with self._lock:
+            index = self.index
+            if query is None or index is None or len(query) != index.dimension:
+                return []
+            found = index.nearest(query, k)
+        if not found:
+            return []
+        alive = self.nodes.existing([n for n, _ in found])
+        gone = [n for n, _ in found if n not in alive]
+        if gone:
+            with self._lock:
+                for n in gone:
+                    index.remove(n)
+            found = [p for p in found if p[0] in alive]
+        return found
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "embedder": self.name,
+                "vectors": len(self.index) if self.index is not None else 0,
+                "vectors_missing": len(self.missing),
+                "vector_dimension": self.dimension,
+                "embedder_requests": self.requests,
+                "embedder_failures": self.failures,
+            }
+
+
+def graph_term(store: MemoryStore) -> Term:
+    """The store's vectors graph (for inspection code)."""
+    return store.graphs.vectors
