@@ -43,6 +43,7 @@ import json
 import shutil
 import statistics
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -73,6 +74,9 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 
 MODES = ("focus", "keywords", "both")
 # With --embedder: the raw turns ranked by the question's embedding, and fused with BM25.
 EMBEDDING_METHODS = ["embedding", "BM25 + embedding"]
+# With --embedder: the library with an embedder (SPEC §5.7), the question as ``query=``.
+SEMANTIC_MODES = ("semantic", "both+semantic")
+SEMANTIC_ENTRY = {"semantic": "semantic", "both+semantic": "both"}
 DEPTHS = (2, 4)
 # The library files that decide what a build stores (segments, texts, links, compression):
 # editing one of them invalidates the cached stores; editing recall does not.
@@ -250,6 +254,8 @@ class Tally:
     chars: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     entries: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     ms: list[float] = field(default_factory=list)
+    # with an embedder: each recall's time with its query's embedding (``ms`` is without)
+    ms_with_query: list[float] = field(default_factory=list)
 
     def add(self, category: int, entries: list[str], evidence: list[set[str]], ms: float,
             groups: Sequence[str] = ()) -> None:
@@ -292,6 +298,11 @@ class Tally:
             if b == budget and (category is None or c == category):
                 hit, total = hit + h, total + n
         return hit, total
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def pct(cell: tuple[int, int]) -> str:
@@ -373,10 +384,25 @@ class Embeddings:
         self._client.close()
 
 
+@dataclass(frozen=True)
+class Service:
+    """An OpenAI-compatible embeddings server: ``base_url`` (ending in ``/v1``) for the
+    texts of the stores and the baselines, ``query_url`` for the recalls' queries (for
+    ``minilm`` a second server without the vector cache, so a query's time is the model's)."""
+
+    base_url: str
+    query_url: str
+    model: str
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.base_url, self.model
+
+
 @contextmanager
-def embedding_service(args: argparse.Namespace) -> Iterator[tuple[str, str] | None]:
-    """(base URL ending in ``/v1``, model) of ``--embedder``: ``minilm`` starts the bundled
-    server (``benchmarks/embedding_server.py``) in this process, its vectors cached in
+def embedding_service(args: argparse.Namespace) -> Iterator[Service | None]:
+    """The server of ``--embedder``: ``minilm`` starts the bundled one
+    (``benchmarks/embedding_server.py``) in this process, its vectors cached in
     ``WORK/embeddings``; ``BASE_URL/MODEL`` names a running OpenAI-compatible server (the
     model after the last ``/``, or ``--embedder-model``). None without ``--embedder``."""
     spec = args.embedder
@@ -386,19 +412,91 @@ def embedding_service(args: argparse.Namespace) -> Iterator[tuple[str, str] | No
     if spec == "minilm":
         from benchmarks.embedding_server import EmbeddingServer
 
-        with EmbeddingServer(cache_dir=args.work / "embeddings") as server:
-            yield server.base_url, server.model
-            print(f"embedding server: {server.requests} requests, {server.texts_embedded} "
-                  f"texts through the model ({server.model_seconds:.0f} s)", file=sys.stderr)
+        with EmbeddingServer(cache_dir=args.work / "embeddings") as server, \
+                EmbeddingServer() as uncached:
+            yield Service(server.base_url, uncached.base_url, server.model)
+            print(f"embedding server: {server.requests + uncached.requests} requests, "
+                  f"{server.texts_embedded + uncached.texts_embedded} texts through the model "
+                  f"({server.model_seconds + uncached.model_seconds:.0f} s)", file=sys.stderr)
         return
     if args.embedder_model:
-        yield spec, args.embedder_model
+        yield Service(spec, spec, args.embedder_model)
         return
     base_url, _, model = spec.rstrip("/").rpartition("/")
     if not base_url.startswith(("http://", "https://")) or not model:
         sys.exit(f"--embedder {spec!r}: expected 'minilm' or BASE_URL/MODEL "
                  "(e.g. http://127.0.0.1:8181/v1/all-MiniLM-L6-v2)")
-    yield base_url, model
+    yield Service(base_url, base_url, model)
+
+
+class TimedEmbedder:
+    """An embedder that adds up the time spent in ``embed`` (the library's query embedding
+    during a recall: what "query embedding excluded" subtracts)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int | None:
+        return self.inner.dimension  # type: ignore[no-any-return]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.embed(texts)  # type: ignore[no-any-return]
+        finally:
+            with self._lock:
+                self.seconds += time.perf_counter() - t0
+
+
+def fill_vectors(mem: MemoryManager) -> int:
+    """Make the vector of every node of a store built without an embedder (nodes still
+    without one are filled a batch at a time after each remember or slice; a store only
+    recalled gets none, so the benchmark asks for the fill itself: private API)."""
+    from concurrent.futures import Future
+
+    from memory_rdf._scheduler import Task, TaskKind
+
+    total = 0
+    while True:
+        future: Future[Any] = Future()
+        vectors = mem._vectors
+        assert vectors is not None
+        mem._system._scheduler.submit(mem.agent_id, Task(
+            TaskKind.SLICE, lambda v=vectors: v.embed_nodes(()), future=future,
+            counted=False), None)
+        written = future.result()
+        total += written
+        if not written or not mem.stats().get("vectors_missing"):
+            return total
+
+
+def vector_store(home: Path, service: Service) -> Path:
+    """A copy of the built store ``home`` with every node's vector (cached beside it)."""
+    slug = "".join(c if c.isalnum() else "-" for c in service.model)[:40]
+    target = home.with_name(f"{home.name}-vectors-{slug}")
+    if (target / "vectors.json").exists():
+        return target
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(home, target)
+    from memory_rdf import OpenAIEmbedder
+
+    start = time.perf_counter()
+    with OpenAIEmbedder(service.model, service.base_url) as embedder, MemoryManager(
+            "locomo", data_dir=target, config=Config(auto_compress=False),
+            embedder=embedder) as mem:
+        written = fill_vectors(mem)
+        stats = mem.stats()
+    if stats.get("vectors_missing"):
+        sys.exit(f"{target}: {stats['vectors_missing']} nodes still without a vector")
+    (target / "vectors.json").write_text(json.dumps({
+        "vectors": stats.get("vectors"), "written": written, "model": service.model,
+        "seconds": round(time.perf_counter() - start, 1)}))
+    return target
 
 
 def embedding_entries(lines: list[str], scores: Any) -> list[str]:
@@ -428,7 +526,7 @@ def evaluate_locomo(args: argparse.Namespace) -> None:
         _evaluate_locomo(args, service)
 
 
-def _evaluate_locomo(args: argparse.Namespace, service: tuple[str, str] | None) -> None:
+def _evaluate_locomo(args: argparse.Namespace, service: Service | None) -> None:
     files = sorted(args.data.glob("*.json"))
     if args.conversations:
         wanted = set(args.conversations.split(","))
@@ -437,7 +535,7 @@ def _evaluate_locomo(args: argparse.Namespace, service: tuple[str, str] | None) 
         sys.exit(DATA_HELP.format(path=args.data))
     methods = [f"{m} d{d}" for m in MODES for d in DEPTHS] + ["BM25", "BM25 + neighbours"]
     if service is not None:
-        methods += EMBEDDING_METHODS
+        methods += [f"{m} d{d}" for m in SEMANTIC_MODES for d in DEPTHS] + EMBEDDING_METHODS
     if args.methods:
         wanted_methods = [m.strip() for m in args.methods.split(",")]
         unknown = sorted(set(wanted_methods) - set(methods))
@@ -456,7 +554,8 @@ def _evaluate_locomo(args: argparse.Namespace, service: tuple[str, str] | None) 
             questions = [questions[int(i * step)] for i in range(args.questions)]
         total_turns += len(conv.turns)
         total_questions += len(questions)
-        library = [m for m in tallies if m.split(" d")[0] in MODES]
+        library = [m for m in tallies if m.split(" d")[0] in (*MODES, *SEMANTIC_MODES)]
+        semantic = [m for m in tallies if m.split(" d")[0] in SEMANTIC_MODES]
         home = build(conv, args) if library else None
         if home is not None:
             builds.append((conv.name, json.loads((home / "built.json").read_text())))
@@ -466,15 +565,27 @@ def _evaluate_locomo(args: argparse.Namespace, service: tuple[str, str] | None) 
         bm25 = BM25(lines)
         similarity: Any = None  # questions × raw turns, when an embedder is given
         if service is not None and any(m in tallies for m in EMBEDDING_METHODS):
-            embed = Embeddings(*service)
+            embed = Embeddings(*service.pair)
             try:
                 similarity = embed([q.text for q in questions]) @ embed(lines).T
             finally:
                 embed.close()
         config = Config(auto_compress=False)
+        # the copy with vectors is made before the built store is opened (never copy it live)
+        vectors_home = (vector_store(home, service) if semantic and home is not None
+                        and service is not None else None)
         with ExitStack() as stack:
             mem = (stack.enter_context(MemoryManager("locomo", data_dir=home, config=config))
                    if home is not None else None)
+            timed_embedder: TimedEmbedder | None = None
+            mem_semantic: MemoryManager | None = None
+            if vectors_home is not None and service is not None:
+                from memory_rdf import OpenAIEmbedder
+
+                timed_embedder = TimedEmbedder(stack.enter_context(
+                    OpenAIEmbedder(service.model, service.query_url)))
+                mem_semantic = stack.enter_context(MemoryManager(
+                    "locomo", data_dir=vectors_home, config=config, embedder=timed_embedder))
             if mem is not None:
                 for key, value in store_diagnostics(
                     conv, mem, {e for q in questions for e in q.evidence}
@@ -494,6 +605,23 @@ def _evaluate_locomo(args: argparse.Namespace, service: tuple[str, str] | None) 
                         entries = text.split(SEP) if text else []
                         tallies[f"{mode} d{depth}"].add(q.category, entries, evidence, ms,
                                                         groups)
+                if mem_semantic is not None and timed_embedder is not None:
+                    query_ms = 0.0  # the query's first embedding (the library caches it)
+                    for mode in SEMANTIC_MODES:
+                        for depth in DEPTHS:
+                            name = f"{mode} d{depth}"
+                            if name not in tallies:
+                                continue
+                            before = timed_embedder.seconds
+                            text, ms = timed(mem_semantic.recall, keywords, depth=depth,
+                                             entry=SEMANTIC_ENTRY[mode],
+                                             max_chars=max(BUDGETS), query=q.text)
+                            embed_ms = (timed_embedder.seconds - before) * 1000
+                            query_ms = query_ms or embed_ms
+                            entries = text.split(SEP) if text else []
+                            tallies[name].add(q.category, entries, evidence, ms - embed_ms,
+                                              groups)
+                            tallies[name].ms_with_query.append(ms - embed_ms + query_ms)
                 for name, nb in (("BM25", False), ("BM25 + neighbours", True)):
                     if name not in tallies:
                         continue
@@ -553,6 +681,12 @@ def report(tallies: dict[str, Tally], categories: dict[int, str] | None = None) 
               + f"{statistics.mean(t.chars[BUDGETS[0]]):>7.0f}"
               + f"{statistics.mean(t.entries[BUDGETS[0]]):>8.1f}"
               + f"{statistics.median(t.ms):>8.1f}")
+    for name, t in tallies.items():
+        if t.ms_with_query:
+            print(f"{name}: recall p50 {statistics.median(t.ms):.1f} ms, p95 "
+                  f"{quantile(t.ms, 0.95):.1f} ms without the query's embedding; "
+                  f"{statistics.median(t.ms_with_query):.1f} ms, p95 "
+                  f"{quantile(t.ms_with_query, 0.95):.1f} ms with it")
     if groups:
         first = next(t for t in tallies.values() if t.groups)
         print("evidence turns per group: " + ", ".join(
