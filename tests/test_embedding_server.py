@@ -101,3 +101,24 @@ def test_bad_requests_get_openai_errors(server: Any, body: dict[str, Any], statu
     assert reply.status_code == status
     error = reply.json()["error"]
     assert error["param"] == param and error["message"]
+
+
+def test_the_library_finds_a_paraphrase_through_the_real_model(server: Any,
+                                                                tmp_path: Any) -> None:
+    """End to end with a real model: "hotel" finds the ryokan memory by meaning only
+    (SPEC §5.7), through OpenAIEmbedder on this server; the keyword entry finds nothing."""
+    from memory_rdf import Config, MemoryManager, OpenAIEmbedder
+
+    with OpenAIEmbedder(server.model, server.base_url) as embedder, MemoryManager(
+            "trip", data_dir=tmp_path, config=Config(auto_compress=False),
+            embedder=embedder) as mem:
+        for text in ("In Kyoto we stay at a ryokan near Gion, three nights.",
+                     "The quarterly tax report is due on Friday.",
+                     "My sister plays the cello in an orchestra."):
+            mem.remember([{"role": "user", "content": text}])
+        assert mem.wait_idle(60)
+        assert mem.stats()["vectors_missing"] == 0
+        assert "ryokan" not in mem.recall(["hotel"], entry="keywords")
+        found = mem.recall(["hotel"], entry="semantic", query="Which hotel do we stay in?")
+        assert "ryokan" in found
+        assert "tax report" not in found and "cello" not in found
