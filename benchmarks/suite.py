@@ -957,6 +957,9 @@ def markdown(result: dict[str, Any]) -> str:
             lines += [*_metric_rows(size), ""]
         lines += _engine_rows(size, names)
     lines += _model_rows(result)
+    vectors = result.get("vector_entry") or {}
+    if vectors.get("status") == "ok":
+        lines += [*importlib.import_module("benchmarks.vector_entry").markdown_rows(vectors), ""]
     skipped = result.get("skipped", [])
     if skipped:
         lines += ["## Skipped", ""] + [f"- {s}" for s in skipped] + [""]
@@ -1436,6 +1439,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m benchmarks") -> i
                                          "engine": "memory_rdf", **requests["error"]})
             elif requests["status"] != "ok":
                 result["skipped"].append(f"model requests: {requests['reason']}")
+            vectors = result["vector_entry"] = _vector_entry(say, quick=not args.full)
+            if vectors["status"] == "failed":
+                result["errors"].append({"measure": "vector_entry", "engine": "memory_rdf",
+                                         **vectors["error"]})
+            elif vectors["status"] != "ok":
+                result["skipped"].append(f"vector entry: {vectors['reason']}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -1491,6 +1500,23 @@ def _model_requests(say: Callable[[str], None], *, quick: bool,
         return out
     except Exception as exc:
         msg = f"benchmarks/model_requests.py failed: {type(exc).__name__}: {exc}"
+        say(f"[red]{msg}")
+        return {"status": "failed", "reason": msg, "error": error_row(exc)}
+
+
+def _vector_entry(say: Callable[[str], None], *, quick: bool) -> dict[str, Any]:
+    """The semantic entry's figures (``benchmarks/vector_entry.py``: nearest() at 10k, and
+    100k with --full; the semantic recall against the keyword entry), when numpy is there."""
+    try:
+        module = importlib.import_module("benchmarks.vector_entry")
+    except ImportError as exc:
+        msg = f"benchmarks/vector_entry.py not importable ({exc}): pip install '.[embeddings]'"
+        say(f"[yellow]{msg}")
+        return {"status": "skipped", "reason": msg}
+    try:
+        return {"status": "ok", **module.suite_metrics(quick=quick)}
+    except Exception as exc:
+        msg = f"benchmarks/vector_entry.py failed: {type(exc).__name__}: {exc}"
         say(f"[red]{msg}")
         return {"status": "failed", "reason": msg, "error": error_row(exc)}
 

@@ -37,6 +37,7 @@ from memory_rdf._exceptions import (
     PermanentModelError,
 )
 from memory_rdf._headers import check_header
+from memory_rdf._query_guard import check_seconds
 from memory_rdf.small_model._http import HTTPModel
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "Embedder", "HTTPEmbedder", "OllamaEmbedder",
@@ -47,6 +48,8 @@ __all__ = ["DEFAULT_EMBED_TIMEOUT", "Embedder", "HTTPEmbedder", "OllamaEmbedder"
 DEFAULT_EMBED_TIMEOUT = 30.0
 #: Most texts sent in one request (servers cap their batch: OpenAI 2,048 inputs).
 BATCH = 64
+#: Seconds an embedder is left alone after a failure (:attr:`HTTPEmbedder.cool_down`).
+COOL_DOWN = 30.0
 #: Retries of a failed request inside :meth:`HTTPEmbedder.embed`, and their first delay (s).
 RETRIES = 2
 RETRY_DELAY = 0.25
@@ -126,6 +129,7 @@ class HTTPEmbedder:
         headers: dict[str, str] | None = None,
         dimension: int | None = None,
         retries: int = RETRIES,
+        cool_down: float = COOL_DOWN,
     ) -> None:
         if dimension is not None and (
             isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1
@@ -142,6 +146,9 @@ class HTTPEmbedder:
         self.base_url = self._http.base_url
         self.timeout = self._http.timeout
         self.retries = retries
+        #: Seconds the memory managers leave this embedder alone after it failed: meanwhile
+        #: remembers do not wait for it and recalls answer from the lexical entries.
+        self.cool_down = check_seconds(cool_down)
         #: Identifies the model in the store (SPEC §5.7): vectors of another name are redone.
         self.name = self.model
         self._dimension = dimension
@@ -242,6 +249,8 @@ class OpenAIEmbedder(HTTPEmbedder):
     for llama.cpp's ``llama-server --embedding``, ``http://localhost:8000/v1`` for vLLM).
     ``api_key`` is sent as ``Authorization: Bearer``. ``timeout``: seconds per request
     (default 30). ``dimension``: the length of the vectors, when known (else learnt).
+    ``retries``: failed requests tried again (short backoff); ``cool_down``: seconds the
+    memory managers leave the embedder alone after it failed (default 30).
 
     >>> emb = OpenAIEmbedder("all-minilm", "http://localhost:8080/v1/")
     >>> emb, emb.name
@@ -260,12 +269,13 @@ class OpenAIEmbedder(HTTPEmbedder):
         timeout: float | None = None,
         dimension: int | None = None,
         retries: int = RETRIES,
+        cool_down: float = COOL_DOWN,
     ) -> None:
         if api_key is not None:
             check_header("Authorization", api_key, "api_key")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         super().__init__(model, base_url, timeout=timeout, headers=headers,
-                         dimension=dimension, retries=retries)
+                         dimension=dimension, retries=retries, cool_down=cool_down)
 
     def _request(self, texts: list[str]) -> Any:
         data = self._http._post(
@@ -308,8 +318,10 @@ class OllamaEmbedder(HTTPEmbedder):
         timeout: float | None = None,
         dimension: int | None = None,
         retries: int = RETRIES,
+        cool_down: float = COOL_DOWN,
     ) -> None:
-        super().__init__(model, base_url, timeout=timeout, dimension=dimension, retries=retries)
+        super().__init__(model, base_url, timeout=timeout, dimension=dimension, retries=retries,
+                         cool_down=cool_down)
 
     def _request(self, texts: list[str]) -> Any:
         data = self._http._post("/api/embed", {"model": self.model, "input": texts})

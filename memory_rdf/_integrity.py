@@ -215,7 +215,7 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
         f"|| (?s = {_STORE} && ((?p = memory:embeddingModel && isLiteral(?o) "
         "&& DATATYPE(?o) = xsd:string && STRLEN(?o) <= 1024) "
         "|| (?p = memory:embeddingDimension && isLiteral(?o) && DATATYPE(?o) = xsd:integer "
-        "&& COALESCE(?o >= 1 && ?o <= 65536, false))))))) } }")
+        "&& COALESCE(?o >= 1 && ?o <= 65536, false)))))) } }")
     for local in ("vector", "embeddingModel", "embeddingDimension"):
         yield f"more than one memory:{local} for one subject", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_VECTORS} {{ ?s memory:{local} ?x }} "

@@ -69,12 +69,13 @@ from memory_rdf._types import (
     messages_to_text,
     said_at,
 )
-from memory_rdf._vectors import Vectors
+from memory_rdf._vectors import QUERY_WAIT, Vectors
 
 ENTRIES = ("focus", "keywords", "both", "semantic")
 #: Semantic entry (SPEC §5.7): nodes whose similarity to the query is below this never count
-#: as close in meaning (cosine; unrelated texts score around 0 to 0.2 with common models).
-MIN_SIMILARITY = 0.3
+#: as close in meaning (cosine). With all-MiniLM-L6-v2, "hotel" and a sentence about a ryokan
+#: score 0.31, unrelated sentences 0.13-0.14 (benchmarks' MiniLM, 2026-11-28).
+MIN_SIMILARITY = 0.2
 #: Semantic entry: nodes looked up as close in meaning, per seed of the entry
 #: (``Config.max_entry_nodes`` seeds; the others still match when the walk reaches them).
 SEMANTIC_CANDIDATES = 3
@@ -655,9 +656,9 @@ class MemoryManager:
             return
         try:
             yield from self._vectors.embed_nodes(ids)
-        except MemoryRDFError as exc:
-            log.warning("memory_rdf: agent %r: vectors not written (%s); they are made "
-                        "later", self.agent_id, exc)
+        except Exception as exc:  # the remember is written: nothing here may fail it
+            log.warning("memory_rdf: agent %r: vectors not written (%s: %s); they are made "
+                        "later", self.agent_id, type(exc).__name__, exc)
 
     # -- recall --------------------------------------------------------------------------------
 
@@ -718,7 +719,10 @@ class MemoryManager:
         self._check_open()
         # The query's vector is made here, in the caller's thread (never the scheduler's).
         started = time.monotonic()
-        qvec = self._vectors.query_call(text)() if text is not None and self._vectors else None
+        qvec = None
+        if text is not None and self._vectors is not None:
+            qvec = self._vectors.query_vector(
+                text, QUERY_WAIT if seconds is None else min(QUERY_WAIT, seconds))
         if seconds is not None:
             seconds = max(seconds - (time.monotonic() - started), 0.0)
         if seconds is None:

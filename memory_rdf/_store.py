@@ -1169,7 +1169,7 @@ class _LoadSink:
 #: handled by :func:`index_changes` makes the mirror derive its whole index again.
 _INDEX_NEUTRAL = frozenset({"delete_node_text", "delete_node_texts", "remove_task",
                             "release_lease", "take_lease", "clear_creation_marks",
-                            "delete_vectors"})
+                            "delete_vectors", "clear_vectors"})
 _LINK_PREDICATES = {V.SOURCE: "source", V.TARGET: "target", V.RELATION: "relation"}
 
 

@@ -13,8 +13,9 @@ vector is 4·d bytes, 4/3 of that in base64: 2,048 characters at d = 384.
 
 **In memory.** :class:`VectorIndex`: the unit vectors as one float32 matrix (4·d bytes a
 node: 1,536 B at d = 384, plus ~100 B for the id and its row number), searched by brute
-force (one matrix-vector product and a partial sort: cosine similarity of unit vectors is
-their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and 100k nodes.
+force (one matrix-vector product in numpy's own loop, and a partial sort: cosine similarity
+of unit vectors is their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and
+100k nodes.
 
 **Never mixed.** The store records the model's name and dimension; an embedder of another
 name, or whose vectors have another dimension, finds the store's vectors made by another
@@ -33,13 +34,15 @@ import math
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from memory_rdf import _vocab as V
 from memory_rdf._calls import AwaitCall, current_agent
-from memory_rdf._exceptions import ConfigError, MemoryRDFError
+from memory_rdf._exceptions import ConfigError
 from memory_rdf._nodes import NodeStore, chunks
-from memory_rdf._store import MemoryStore, Term, WriteBatch, iri_ref, lit, node_id, node_ref, triple
+from memory_rdf._store import MemoryStore, WriteBatch, iri_ref, lit, node_id, node_ref, triple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,11 +53,15 @@ log = logging.getLogger("memory_rdf")
 
 #: Nodes embedded in one fill step (the nodes still without a vector, SPEC §5.7).
 FILL_BATCH = 64
-#: Seconds the embedder is left alone after a failure: remembers and recalls do not wait on
-#: it meanwhile (a down server costs one timeout, not one per call).
+#: Seconds the embedder is left alone after a failure unless it says (its ``cool_down``):
+#: remembers and recalls do not wait on it meanwhile (a down server costs one timeout, not
+#: one per call).
 COOL_DOWN = 30.0
 #: Query vectors kept (query text → unit vector).
 QUERY_CACHE = 256
+#: Longest a recall waits for its query's vector (seconds): a slower embedder is treated as
+#: down (the lexical entries answer, SPEC §5.7) and left alone for its cool-down.
+QUERY_WAIT = 5.0
 
 _STORE = iri_ref(V.META_SUBJECT)
 
@@ -105,7 +112,7 @@ class VectorIndex:
     >>> index = VectorIndex(2)
     >>> index.put("a", unit([1.0, 0.0])); index.put("b", unit([0.6, 0.8]))
     >>> [(n, round(s, 2)) for n, s in index.nearest(unit([1.0, 0.1]), 2)]
-    [('a', 0.99), ('b', 0.68)]
+    [('a', 1.0), ('b', 0.68)]
     """
 
     def __init__(self, dimension: int) -> None:
@@ -162,7 +169,7 @@ class VectorIndex:
         rows = [(n, self._rows[n]) for n in ids if n in self._rows]
         if not rows:
             return {}
-        sims = self._matrix[[r for _, r in rows]] @ query
+        sims = self._matrix[[r for _, r in rows]].dot(query)
         return {n: float(s) for (n, _), s in zip(rows, sims, strict=True)}
 
     def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
@@ -171,7 +178,10 @@ class VectorIndex:
         n = len(self._ids)
         if n == 0 or k < 1:
             return []
-        sims = self._matrix[:n] @ query
+        # einsum: numpy's own single-threaded loop. A BLAS matrix-vector product (``@``)
+        # went to OpenBLAS's threads, which spin after each call: on the shared 2-CPU machine
+        # it took 36 ms against 16 at 100k nodes (benchmarks/vector_entry.py).
+        sims = xp.einsum("ij,j->i", self._matrix[:n], query)
         top = xp.argpartition(-sims, k - 1)[:k] if k < n else xp.arange(n)
         order = top[xp.argsort(-sims[top], kind="stable")]
         return [(self._ids[i], float(sims[i])) for i in order]
@@ -287,7 +297,9 @@ class Vectors:
         return [unit(v) for v in vectors]
 
     def _failed(self, what: str, exc: BaseException) -> None:
-        self._down_until = time.monotonic() + COOL_DOWN
+        pause = getattr(self.embedder, "cool_down", COOL_DOWN)
+        pause = float(pause) if isinstance(pause, int | float) else COOL_DOWN
+        self._down_until = time.monotonic() + pause
         if not self._logged_down:
             self._logged_down = True
             who = current_agent.get() or self.agent_id
@@ -313,7 +325,8 @@ class Vectors:
             self.missing.update(wanted)
             if not self.available():
                 return 0
-            extra = [n for n in self.missing if n not in set(wanted)]
+            asked = set(wanted)
+            extra = [n for n in self.missing if n not in asked]
             todo = wanted + extra[: max(0, FILL_BATCH - len(wanted))]
         if not todo:
             return 0
@@ -329,10 +342,7 @@ class Vectors:
             yield call
             try:
                 vectors = call.result()
-            except MemoryRDFError as exc:
-                self._failed("embedding memories", exc)
-                return written
-            except Exception as exc:  # an embedder of the user's own
+            except Exception as exc:  # ModelError, or anything an embedder of one's own raises
                 self._failed("embedding memories", exc)
                 return written
             self._recovered()
@@ -422,6 +432,32 @@ class Vectors:
 
         return run
 
+    def query_vector(self, text: str, wait: float = QUERY_WAIT) -> np.ndarray | None:
+        """The unit vector of ``text``, made in a thread of its own and waited for at most
+        ``wait`` seconds; None when the embedder failed, cools down, or is slower (then it is
+        left alone for its cool-down; logged once). For a recall made in the caller's
+        thread."""
+        with self._lock:
+            cached = self._queries.get(text)
+        if cached is not None or not self.available():
+            return cached
+        future: Future[np.ndarray | None] = Future()
+        run = self.query_call(text)
+
+        def target() -> None:
+            try:
+                future.set_result(run())
+            except BaseException as exc:  # pragma: no cover - run() catches what it can
+                future.set_exception(exc)
+
+        threading.Thread(target=target, daemon=True, name="memory-rdf-query-embedding").start()
+        try:
+            return future.result(timeout=max(wait, 0.0))
+        except FutureTimeout:
+            self._failed("embedding a recall's query",
+                         TimeoutError(f"no vector within {wait:g} s"))
+            return None
+
     def nearest(self, query: np.ndarray | None, k: int) -> list[tuple[str, float]]:
         """The ``k`` live nodes nearest ``query``, best first; vectors of nodes found gone
         (forgotten since) are dropped from the index."""
@@ -443,6 +479,7 @@ class Vectors:
         return found
 
     def stats(self) -> dict[str, Any]:
+        self.load()
         with self._lock:
             return {
                 "embedder": self.name,
@@ -453,7 +490,3 @@ class Vectors:
                 "embedder_failures": self.failures,
             }
 
-
-def graph_term(store: MemoryStore) -> Term:
-    """The store's vectors graph (for inspection code)."""
-    return store.graphs.vectors

@@ -6,7 +6,9 @@ words it holds, so "hotel" and "ryokan" are near (both lodging) while sharing no
 "宾馆" and "旅馆", "猫" and "小猫"; a text of no concept points along a dimension of its own.
 
 ``Embeddings.mode`` makes it misbehave: "down" (HTTP 503), "count" (one vector too few),
-"nan", "dimension" (vectors one longer), "slow" (answers after ``delay`` seconds).
+"nan", "dimension" (vectors one longer), "hold" (a request holding ``hold_matching`` is
+answered once ``release`` is set). The model
+"reversed" gives other vectors of the same dimension (another model).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import http.server
 import json
 import math
 import threading
-import time
+import zlib
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -32,12 +34,18 @@ CONCEPTS: dict[str, tuple[str, ...]] = {
     "music": ("guitar", "piano", "concert", "吉他", "钢琴"),
     "weather": ("rain", "snow", "sunny", "下雨", "天气"),
 }
-DIMENSION = len(CONCEPTS) + 2  # + "nothing known" + a small shared component
+#: Dimensions a text's words are hashed into, beside the concepts: texts of no shared concept
+#: are near only when they share words, as with a real model.
+WORD_DIMENSIONS = 256
+DIMENSION = len(CONCEPTS) + WORD_DIMENSIONS
+#: A concept weighs this much more than one word.
+CONCEPT_WEIGHT = 3.0
 
 
 def vector(text: str) -> list[float]:
     low = text.lower()
-    words = [w.strip(".,!?;:'\"()") for w in low.split()]
+    words = [w.strip(".,!?;:'\"()？。，") for w in low.split()]
+    words = [w for w in words if w]
     out = []
     for terms in CONCEPTS.values():
         hit = 0.0
@@ -46,10 +54,11 @@ def vector(text: str) -> list[float]:
                 hit += sum(1.0 for w in words if w.startswith(term))
             elif term in text:
                 hit += 1.0
-        out.append(hit)
-    out.append(0.0 if any(out) else 1.0)
-    out.append(0.05)
-    return out
+        out.append(CONCEPT_WEIGHT * hit)
+    hashed = [0.0] * WORD_DIMENSIONS
+    for w in words:
+        hashed[zlib.crc32(w.encode()) % WORD_DIMENSIONS] += 1.0
+    return out + hashed
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -62,8 +71,10 @@ class Embeddings(http.server.BaseHTTPRequestHandler):
     ``models`` (names it serves) and read ``requests`` (texts embedded, per request)."""
 
     mode: ClassVar[str] = "ok"
-    delay: ClassVar[float] = 0.0
-    models: ClassVar[tuple[str, ...]] = ("concepts",)
+    models: ClassVar[tuple[str, ...]] = ("concepts", "reversed")
+    release: ClassVar[threading.Event] = threading.Event()
+    holding: ClassVar[threading.Event] = threading.Event()
+    hold_matching: ClassVar[str] = ""
     requests: ClassVar[list[list[str]]] = []
     lock: ClassVar[threading.Lock] = threading.Lock()
 
@@ -72,26 +83,27 @@ class Embeddings(http.server.BaseHTTPRequestHandler):
         cls = type(self)
         if self.path not in ("/v1/embeddings", "/api/embed"):
             return self._send(404, {"error": f"no route {self.path}"})
-        if body.get("model") not in cls.models:
-            return self._send(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
         texts = body.get("input")
         if isinstance(texts, str):
             texts = [texts]
         with cls.lock:
             cls.requests.append(list(texts))
+        if body.get("model") not in cls.models:
+            return self._send(404, {"error": {"message": f"model {body.get('model')!r} not found"}})
         if cls.mode == "down":
             return self._send(503, {"error": "loading"})
-        if cls.mode == "slow":
-            time.sleep(cls.delay)
+        if cls.mode == "hold" and any(cls.hold_matching in t for t in texts):
+            cls.holding.set()
+            cls.release.wait(60)
         vectors = [vector(t) for t in texts]
+        if body["model"] == "reversed":
+            vectors = [v[::-1] for v in vectors]
         if cls.mode == "count":
             vectors = vectors[:-1]
         elif cls.mode == "nan":
             vectors = [[float("nan")] + v[1:] for v in vectors]
         elif cls.mode == "dimension":
             vectors = [[*v, 0.5] for v in vectors]
-        elif cls.mode == "other":
-            vectors = [[*reversed(v), 0.0, 0.0] for v in vectors]
         if self.path == "/api/embed":
             return self._send(200, {"model": body["model"], "embeddings": vectors})
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
@@ -115,6 +127,8 @@ def embedding_server(**attrs: Any) -> Iterator[tuple[str, type[Embeddings]]]:
     """A fresh server: ``(base URL, its handler class)`` — set ``handler.mode`` to change how
     it answers while it runs."""
     handler: type[Embeddings] = type(
-        "Handler", (Embeddings,), {"requests": [], "lock": threading.Lock(), **attrs})
+        "Handler", (Embeddings,), {"requests": [], "lock": threading.Lock(),
+                                   "release": threading.Event(), "holding": threading.Event(),
+                                   **attrs})
     with loopback(handler) as url:
         yield url, handler

@@ -83,7 +83,7 @@ def make_manager(
             {"endpoint": endpoint} if endpoint is not None else {"data_dir": data_dir}
         )
         mem = MemoryManager(agent, config=config, model=kw.pop("model", model),  # type: ignore[arg-type]
-                            **where)  # type: ignore[arg-type]
+                            **where, **kw)  # type: ignore[arg-type]
         mem.initialize()
         made.append(mem)
         return mem

@@ -3,10 +3,10 @@ process, a fresh working directory, nothing imported that the block does not imp
 
 Examples that talk to a server get a real one on loopback: the SPARQL endpoint examples an
 ``oxigraph serve`` (their ``db.internal`` URL replaced), the Ollama example the fake LLM server
-that speaks Ollama's protocol. The OpenAI and Anthropic tool loops need those SDKs and keys:
-they are only checked for the names they import from memory_rdf. The docs/inspecting.md
-examples, and every ``memory-rdf sparql demo …`` line of the docs, read agent ``demo``, made
-first by ``memory-rdf demo``.
+that speaks Ollama's protocol, the embeddings example a loopback embedding server. The OpenAI
+and Anthropic tool loops need those SDKs and keys: they are only checked for the names they
+import from memory_rdf. The docs/inspecting.md examples, and every ``memory-rdf sparql demo …``
+line of the docs, read agent ``demo``, made first by ``memory-rdf demo``.
 """
 
 from __future__ import annotations
@@ -122,7 +122,12 @@ def test_python_example_runs(where: str, code: str, tmp_path: Path, request: pyt
     if "db.internal" in code:
         server = request.getfixturevalue("endpoint")
         code = code.replace("http://db.internal:7878", server.base)
-    if "OllamaModel(" in code:
+    if "OpenAIEmbedder(" in code:  # docs/embeddings.md: the loopback embedding server
+        from _embed_server import embedding_server
+
+        with embedding_server(models=("all-minilm",)) as (url, _):
+            result = _run(code.replace("http://localhost:8080/v1", f"{url}/v1"), cwd)
+    elif "OllamaModel(" in code:
         with FakeLLM(models=("qwen2.5:7b",)) as llm:
             code = code.replace('OllamaModel("qwen2.5:7b",',
                                 f'OllamaModel("qwen2.5:7b", "{llm.url}",')

@@ -1,0 +1,212 @@
+"""What the semantic entry (SPEC §5.7) costs: the in-memory vector search and the recall.
+
+* ``nearest()`` p50/p95 of the in-memory index (``memory_rdf._vectors.VectorIndex``: unit
+  float32 vectors, brute-force cosine with numpy) at 10k and 100k nodes, dimension 384 (the
+  size of all-MiniLM-L6-v2's vectors), 30 neighbours (3 × ``max_entry_nodes``: what one
+  recall asks). Baseline, measured in the same run: the bare matrix-vector product over the
+  same matrix, numpy's ``einsum`` as the index uses it (the floor of any exact scan of it):
+the ratio is what the index adds.
+* recall p50 through the public ``recall()`` on a 10k-node agent store (the workload of
+  ``benchmarks/_workload.py``, its vectors bulk-loaded into the vectors graph) with
+  ``entry="semantic"`` and ``entry="both"`` against ``entry="keywords"`` on the same store
+  (the baseline). The query's embedding is excluded: the embedder here is in process and
+  caches, as a real server's time is the server's (measured apart by benchmarks that run
+  one).
+* bytes per node: in memory (the matrix row) and in the store (the base64 literal).
+
+    python benchmarks/vector_entry.py [--sizes 10000 100000] [--recall-nodes 10000] [--repeat 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+import tempfile
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import pyoxigraph as ox  # noqa: E402
+
+from benchmarks._common import percentiles  # noqa: E402
+from benchmarks._workload import generate  # noqa: E402
+from memory_rdf import Config, MemoryManager  # noqa: E402
+from memory_rdf._vectors import VectorIndex  # noqa: E402
+
+DIMENSION = 384
+NEIGHBOURS = 30
+VECTORS = "https://w3id.org/memory-rdf/graph/vectors"
+MEMORY = "https://w3id.org/memory-rdf/ontology#"
+
+
+class HashedEmbedder:
+    """An in-process embedder: the words of a text hashed into 384 dimensions (texts that
+    share words are near). Deterministic, fast, thread-safe; caches nothing itself."""
+
+    name = "hashed-384"
+    dimension = DIMENSION
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            v = np.zeros(DIMENSION, dtype=np.float32)
+            for word in text.lower().split():
+                v[zlib.crc32(word.encode()) % DIMENSION] += 1.0
+            v[0] += 0.01
+            out.append(v.tolist())
+        return out
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, list[float]]:
+    """Each callable ``repeat`` times, round-robin (fair under machine noise); ms."""
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            out[name].append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def nearest_figures(nodes: int, repeat: int) -> dict[str, Any]:
+    rng = np.random.default_rng(nodes)
+    matrix = _unit(rng.standard_normal((nodes, DIMENSION)))
+    index = VectorIndex(DIMENSION)
+    index.bulk([f"{i:032x}" for i in range(nodes)], matrix)
+    queries = _unit(rng.standard_normal((repeat, DIMENSION)))
+    it = iter(range(10**9))
+
+    def search() -> object:
+        return index.nearest(queries[next(it) % repeat], NEIGHBOURS)
+
+    def floor() -> object:
+        return np.einsum("ij,j->i", matrix, queries[0])
+
+    search(), floor()  # warm up
+    times = interleaved({"nearest": search, "matvec": floor}, repeat)
+    p50, p95 = percentiles(times["nearest"])
+    base, _ = percentiles(times["matvec"])
+    return {"nodes": nodes, "nearest_p50_ms": p50, "nearest_p95_ms": p95,
+            "matvec_p50_ms": base, "ratio": p50 / base if base > 0 else None,
+            "index_bytes_per_node": matrix.nbytes // nodes}
+
+
+def _vector_nquads(path: Path, embedder: HashedEmbedder) -> tuple[Path, int]:
+    """N-Quads of every node's vector and the model's record (as ``_vectors`` writes
+    them), for the bulk loader; and the mean literal length."""
+    store = ox.Store(str(path))
+    rows = [(r["n"], r["c"].value) for r in store.query(  # type: ignore[union-attr]
+        f"SELECT ?n ?c WHERE {{ ?n <{MEMORY}content> ?c }}")]
+    del store
+    graph = ox.NamedNode(VECTORS)
+    out = path.parent / f"{path.name}-vectors.nq"
+    total = 0
+    with out.open("w", encoding="utf-8") as f:
+        for start in range(0, len(rows), 512):
+            part = rows[start:start + 512]
+            vectors = _unit(np.asarray(embedder.embed([c for _, c in part]), dtype=np.float32))
+            for (node, _), v in zip(part, vectors, strict=True):
+                literal = base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
+                total += len(literal)
+                f.write(f'{node} <{MEMORY}vector> "{literal}" {graph} .\n')
+        store_iri = "<https://w3id.org/memory-rdf/store>"
+        f.write(f'{store_iri} <{MEMORY}embeddingModel> "{embedder.name}" {graph} .\n')
+        f.write(f'{store_iri} <{MEMORY}embeddingDimension> "{DIMENSION}"'
+                f'^^<http://www.w3.org/2001/XMLSchema#integer> {graph} .\n')
+    return out, total // max(1, len(rows))
+
+
+def recall_figures(base: Path, nodes: int, repeat: int) -> dict[str, Any]:
+    path = base / f"semantic_{nodes}" / "bench"
+    generate(path, nodes, progress=False)
+    embedder = HashedEmbedder()
+    quads, literal = _vector_nquads(path, embedder)
+    store = ox.Store(str(path))
+    store.bulk_load(path=str(quads), format=ox.RdfFormat.N_QUADS)
+    store.flush()
+    del store
+    config = Config(auto_compress=False)
+    with MemoryManager(path.name, data_dir=path.parent, config=config,
+                       embedder=embedder) as mem:
+        assert mem._store is not None
+        mem._store.wait_mirror()  # reads from the read mirror, as a running agent's are
+        start = time.perf_counter()
+        assert mem.stats()["vectors"] == nodes, mem.stats()
+        load_s = time.perf_counter() - start
+        queries = [["login", "error"], ["payment", "retry"], ["4242"], ["登录"]]
+        for q in queries:  # warm up; the query vectors are cached from here on
+            for entry in ("keywords", "semantic", "both"):
+                mem.recall(q, entry=entry)
+        it = iter(range(10**9))
+
+        def run(entry: str) -> Callable[[], object]:
+            return lambda: mem.recall(queries[next(it) % len(queries)], entry=entry)
+
+        times = interleaved({e: run(e) for e in ("keywords", "semantic", "both")}, repeat)
+    p = {name: percentiles(t) for name, t in times.items()}
+    base_p50 = p["keywords"][0]
+    return {
+        "nodes": nodes, "load_s": load_s, "store_literal_chars_per_node": literal,
+        **{f"{e}_p50_ms": p[e][0] for e in p}, **{f"{e}_p95_ms": p[e][1] for e in p},
+        "semantic_ratio": p["semantic"][0] / base_p50 if base_p50 > 0 else None,
+        "both_ratio": p["both"][0] / base_p50 if base_p50 > 0 else None,
+    }
+
+
+def suite_metrics(*, quick: bool) -> dict[str, Any]:
+    """The figures for ``python -m benchmarks`` (quick: 10k only, fewer repeats)."""
+    sizes = [10_000] if quick else [10_000, 100_000]
+    repeat = 15 if quick else 30
+    out: dict[str, Any] = {"dimension": DIMENSION, "neighbours": NEIGHBOURS,
+                           "nearest": [nearest_figures(n, repeat) for n in sizes]}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["recall"] = recall_figures(Path(tmp), 2_000 if quick else 10_000, repeat)
+    return out
+
+
+def markdown_rows(figures: dict[str, Any]) -> list[str]:
+    rows = ["", f"### Semantic entry (dimension {figures['dimension']}, "
+                f"{figures['neighbours']} neighbours)", "",
+            "| measure | p50 ms | p95 ms | baseline p50 ms | ratio |", "|---|---|---|---|---|"]
+    for n in figures["nearest"]:
+        rows.append(f"| nearest() at {n['nodes']:,} nodes (baseline: bare matrix·vector) | "
+                    f"{n['nearest_p50_ms']:.2f} | {n['nearest_p95_ms']:.2f} | "
+                    f"{n['matvec_p50_ms']:.2f} | {n['ratio']:.2f}× |")
+    r = figures["recall"]
+    for entry in ("semantic", "both"):
+        rows.append(f"| recall(entry=\"{entry}\") at {r['nodes']:,} nodes (baseline: "
+                    f"entry=\"keywords\") | {r[f'{entry}_p50_ms']:.2f} | "
+                    f"{r[f'{entry}_p95_ms']:.2f} | {r['keywords_p50_ms']:.2f} | "
+                    f"{r[f'{entry}_ratio']:.2f}× |")
+    rows.append(f"\nBytes per node: {figures['nearest'][0]['index_bytes_per_node']:,} in the "
+                f"in-memory index, {r['store_literal_chars_per_node']:,} characters of base64 "
+                f"in the store (one literal). Loading {r['nodes']:,} vectors into the index "
+                f"(the first recall or stats() after open): {r['load_s']:.2f} s.")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--recall-nodes", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    figures: dict[str, Any] = {"dimension": DIMENSION, "neighbours": NEIGHBOURS,
+                               "nearest": [nearest_figures(n, args.repeat) for n in args.sizes]}
+    with tempfile.TemporaryDirectory() as tmp:
+        figures["recall"] = recall_figures(Path(tmp), args.recall_nodes, args.repeat)
+    print("\n".join(markdown_rows(figures)))
+
+
+if __name__ == "__main__":
+    main()

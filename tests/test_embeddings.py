@@ -1,0 +1,507 @@
+"""Recall by meaning (SPEC §5.7): embedders on a real loopback server speaking the OpenAI and
+Ollama embedding protocols (a deterministic concept table, ``_embed_server``), vectors kept
+in the agent's store, the semantic entry through the public API, tools, MCP and the CLI."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from _embed_server import Embeddings, cosine, embedding_server, vector
+from _sst import sst_contents
+from mcp import Client, StdioServerParameters
+
+from memory_rdf import (
+    InvalidInputError,
+    MemoryManager,
+    MemorySystem,
+    ModelError,
+    OllamaEmbedder,
+    OpenAIEmbedder,
+    PermanentModelError,
+    backup,
+    inspect,
+)
+from memory_rdf.tools import call_tool, openai_tools
+
+from helpers import FAST, memory_rdf_command, say
+
+BACKENDS = ("embedded", "endpoint")
+REPO = Path(__file__).resolve().parent.parent
+CHECKOUT = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                        os.environ.get("PYTHONPATH")]))}
+
+RYOKAN = "We stayed at a lovely ryokan near the station in Kyoto"
+DEPLOY = "The deploy to production is on Friday at noon"
+LUGUAN = "我们在京都住的旅馆离车站很近"
+XIAOMAO = "我家的小猫叫年糕"
+#: Stays on "remembers" for a real config: no automatic compression, quick retries.
+CONFIG = FAST.replace(focus_limit=1)
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, type[Embeddings]]]:
+    with embedding_server() as served:
+        yield served
+
+
+@pytest.fixture
+def embedder(server: tuple[str, type[Embeddings]]) -> Iterator[OpenAIEmbedder]:
+    with OpenAIEmbedder("concepts", server[0] + "/v1", retries=0, cool_down=0.2) as emb:
+        yield emb
+
+
+def _remember(mem: MemoryManager, *contents: str) -> None:
+    for content in contents:
+        mem.remember(say(content))
+    assert mem.wait_idle(timeout=60)
+
+
+def test_the_fake_embedder_puts_paraphrases_near_and_strangers_far() -> None:
+    assert cosine(vector("hotel"), vector(RYOKAN)) > 0.5
+    assert cosine(vector("宾馆"), vector(LUGUAN)) > 0.5
+    assert cosine(vector("猫"), vector(XIAOMAO)) > 0.5
+    assert cosine(vector("hotel"), vector(DEPLOY)) < 0.2
+    assert cosine(vector("宾馆"), vector(XIAOMAO)) < 0.2
+
+
+# -- the ryokan/hotel and the Chinese paraphrase cases, through the public API ------------------
+
+
+def test_hotel_finds_the_ryokan_by_meaning(make_manager: Callable[..., MemoryManager],
+                                           embedder: OpenAIEmbedder) -> None:
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    _remember(mem, RYOKAN, DEPLOY, "We bought a new guitar for the concert")
+    assert mem.recall(["hotel"], entry="keywords") == ""  # no shared word: lexically nothing
+    found = mem.recall(["hotel"], entry="semantic")
+    assert "ryokan" in found
+    assert "deploy" not in found and "guitar" not in found  # far in meaning: not matched
+    assert "ryokan" in mem.recall(["hotel"], entry="both")
+    # the question as text, no keywords
+    assert "ryokan" in mem.recall([], entry="semantic", query="Which hotel did we stay at?")
+    stats = mem.stats()
+    assert stats["vectors"] == stats["nodes"] == 3 and stats["vectors_missing"] == 0
+    assert stats["embedder"] == "concepts"
+
+
+def test_a_chinese_paraphrase_is_found(make_manager: Callable[..., MemoryManager],
+                                      embedder: OpenAIEmbedder) -> None:
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    _remember(mem, LUGUAN, XIAOMAO, DEPLOY)
+    assert mem.recall(["宾馆"], entry="keywords") == ""
+    found = mem.recall(["宾馆"], entry="semantic")
+    assert "旅馆" in found and "小猫" not in found and "deploy" not in found
+    assert "旅馆" in mem.recall(["宾馆"], entry="both")
+    assert "小猫" in mem.recall([], entry="semantic", query="我们养的猫叫什么？")
+
+
+def test_similarity_ranks_a_paraphrase_among_lexical_matches(
+        make_manager: Callable[..., MemoryManager], embedder: OpenAIEmbedder) -> None:
+    """SPEC §5.7: similarity is part of the rank — with the question as query, the memory
+    that means it comes before one that only shares a word."""
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    _remember(mem, "Kyoto trains were late again", RYOKAN, DEPLOY)
+    text = mem.recall(["Kyoto"], entry="both", query="the hotel in Kyoto")
+    assert text.index("ryokan") < text.index("trains")
+
+
+def test_the_ollama_embedder(make_manager: Callable[..., MemoryManager],
+                             server: tuple[str, type[Embeddings]]) -> None:
+    with OllamaEmbedder("concepts", server[0], retries=0) as emb:
+        mem = make_manager(config=CONFIG, embedder=emb)
+        _remember(mem, RYOKAN, DEPLOY)
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+        assert emb.dimension == len(vector("x"))
+    assert all(texts for texts in server[1].requests)
+
+
+def test_recall_async_and_arecall_make_the_query_vector_off_the_caller(
+        make_manager: Callable[..., MemoryManager], embedder: OpenAIEmbedder) -> None:
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    _remember(mem, RYOKAN, DEPLOY)
+    assert "ryokan" in mem.recall_async(["hotel"], entry="semantic").result(30)
+
+    async def main() -> str:
+        return await mem.arecall([], entry="semantic", query="an inn for the night")
+
+    assert "ryokan" in anyio.run(main)
+
+
+# -- without an embedder nothing changes ---------------------------------------------------------
+
+
+def test_without_an_embedder_the_semantic_entry_is_refused_and_stats_unchanged(
+        mem: MemoryManager) -> None:
+    _remember(mem, RYOKAN)
+    with pytest.raises(InvalidInputError, match="embedder"):
+        mem.recall(["hotel"], entry="semantic")
+    assert "vectors" not in mem.stats()
+    assert mem.recall(["hotel"], query="any hotel") == ""  # query= needs an embedder to count
+    with pytest.raises(TypeError, match="query"):
+        mem.recall(["hotel"], query=3)  # type: ignore[arg-type]
+
+
+def test_an_embedder_that_is_not_one_is_refused(data_dir: Path) -> None:
+    with pytest.raises(TypeError, match="Embedder"):
+        MemoryManager("a", data_dir=data_dir, embedder="openai:all-minilm")  # type: ignore[arg-type]
+
+
+def test_numpy_missing_says_what_to_install(tmp_path: Path) -> None:
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "from memory_rdf import MemoryManager, OpenAIEmbedder, ConfigError\n"
+            "emb = OpenAIEmbedder('m', 'http://127.0.0.1:9/v1')\n"
+            "try:\n    MemoryManager('a', data_dir=sys.argv[1], embedder=emb)\n"
+            "except ConfigError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, env={**os.environ, **CHECKOUT}, timeout=120)
+    assert "pip install 'memory-rdf[embeddings]'" in out.stdout, out.stderr
+
+
+# -- tools, MCP, CLI -----------------------------------------------------------------------------
+
+
+def test_call_tool_passes_the_question(make_manager: Callable[..., MemoryManager],
+                                       embedder: OpenAIEmbedder) -> None:
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    call_tool(mem, "remember", {"messages": say(RYOKAN, DEPLOY)})
+    assert mem.wait_idle(timeout=60)
+    schema = {t["function"]["name"]: t for t in openai_tools()}["recall"]["function"]
+    assert "query" in schema["parameters"]["properties"]
+    answer = call_tool(mem, "recall",
+                       {"keywords": ["hotel"], "query": "Which inn did we sleep at?"})
+    assert "ryokan" in answer
+    answer = call_tool(mem, "recall", json.dumps(
+        {"keywords": [], "entry": "semantic", "query": "宾馆"}))
+    assert "ryokan" in answer
+
+
+def test_mcp_recall_by_meaning(tmp_path: Path, server: tuple[str, type[Embeddings]]) -> None:
+    data_dir = tmp_path / "memory_data"
+    params = StdioServerParameters(
+        command=memory_rdf_command(),
+        args=["serve", "--data-dir", str(data_dir), "--embedder", "openai:concepts",
+              "--embedder-url", server[0] + "/v1"],
+        env={"MEMORY_RDF_MODEL": "heuristic", **CHECKOUT},
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:
+            ack = await client.call_tool("remember", {"messages": say(LUGUAN)})
+            assert not ack.is_error
+            ack = await client.call_tool("remember", {"messages": say(DEPLOY)})
+            assert not ack.is_error
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert "query" in tools["recall"].input_schema["properties"]
+            found = await client.call_tool(
+                "recall", {"keywords": ["宾馆"], "query": "我们住的宾馆在哪里？"})
+            assert not found.is_error
+            assert "旅馆" in found.content[0].text
+            hotel = await client.call_tool("recall", {"keywords": [], "entry": "semantic",
+                                                      "query": "hotel"})
+            assert "旅馆" in hotel.content[0].text and "deploy" not in hotel.content[0].text
+
+    anyio.run(main)
+    assert server[1].requests  # the server embedded through the spawned process
+
+
+def test_cli_remembers_and_recalls_by_meaning(tmp_path: Path,
+                                              server: tuple[str, type[Embeddings]]) -> None:
+    data_dir = str(tmp_path / "memory_data")
+    env = {**os.environ, **CHECKOUT, "MEMORY_RDF_MODEL": "heuristic",
+           "MEMORY_RDF_EMBEDDER": "openai:concepts", "MEMORY_RDF_EMBEDDER_URL": server[0] + "/v1"}
+    messages = tmp_path / "chat.json"
+    messages.write_text(json.dumps({"sessions": [{"messages": say(RYOKAN)},
+                                                 {"messages": say(DEPLOY)}]}))
+    cmd = memory_rdf_command()
+    done = subprocess.run([cmd, "remember", "trip", str(messages), "--data-dir", data_dir],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = subprocess.run(
+        [cmd, "recall", "trip", "--entry", "semantic", "--query", "hotel", "--data-dir",
+         data_dir], capture_output=True, text=True, env=env, timeout=120)
+    assert found.returncode == 0, found.stderr
+    assert "ryokan" in found.stdout and "deploy" not in found.stdout
+    no_embedder = {k: v for k, v in env.items() if not k.startswith("MEMORY_RDF_EMBEDDER")}
+    refused = subprocess.run([cmd, "recall", "trip", "hotel", "--entry", "semantic",
+                              "--data-dir", data_dir], capture_output=True, text=True,
+                             env=no_embedder, timeout=120)
+    assert refused.returncode == 2 and "embedder" in refused.stderr
+    bad = subprocess.run([cmd, "recall", "trip", "hotel", "--embedder", "minilm",
+                          "--data-dir", data_dir], capture_output=True, text=True,
+                         env=no_embedder, timeout=120)
+    assert bad.returncode == 2 and "openai:MODEL" in bad.stderr
+
+
+# -- vectors are part of the memory ---------------------------------------------------------------
+
+
+def _vector_lines(nquads: bytes) -> list[str]:
+    return [line for line in nquads.decode().splitlines()
+            if "ontology#vector>" in line and "graph/vectors" in line]
+
+
+def test_export_and_import_keep_the_vectors(data_dir: Path, embedder: OpenAIEmbedder,
+                                            server: tuple[str, type[Embeddings]],
+                                            tmp_path: Path) -> None:
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY)
+    dump = backup.export("trip", data_dir)
+    assert len(_vector_lines(dump)) == 2
+    assert b"embeddingModel" in dump
+    assert b"ontology#vector>" not in inspect.export("trip", data_dir, format="turtle")
+    (tmp_path / "trip.nq").write_bytes(dump)
+    backup.restore("copy", tmp_path / "trip.nq", data_dir)
+    made = len(server[1].requests)
+    with MemoryManager("copy", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+        assert mem.stats()["vectors_missing"] == 0
+    assert server[1].requests[made:] == [["hotel"]]  # only the query: the vectors came along
+
+
+def test_an_import_with_a_broken_vector_graph_is_refused(data_dir: Path,
+                                                         embedder: OpenAIEmbedder,
+                                                         tmp_path: Path) -> None:
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN)
+    dump = backup.export("trip", data_dir).decode()
+    planted = dump + ('<https://example.org/x> <https://w3id.org/memory-rdf/ontology#vector> '
+                      '"AAAA" <https://w3id.org/memory-rdf/graph/vectors> .\n')
+    (tmp_path / "bad.nq").write_text(planted)
+    with pytest.raises(InvalidInputError, match="vector"):
+        backup.restore("bad", tmp_path / "bad.nq", data_dir)
+    assert not (data_dir / "bad").exists()
+
+
+def _files_holding(root: Path, needle: str) -> list[str]:
+    data = needle.encode()
+
+    def holds(path: Path) -> bool:
+        raw = path.read_bytes()
+        return data in raw or (path.suffix == ".sst" and data in sst_contents(raw))
+
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and holds(p))
+
+
+def test_forget_takes_the_vector_and_purge_erases_its_bytes(
+        data_dir: Path, embedder: OpenAIEmbedder) -> None:
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY, XIAOMAO)
+        ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
+        lines = _vector_lines(backup.export("trip", data_dir))
+        stored = {re.search(r"node/(\w+)>", ln).group(1):  # type: ignore[union-attr]
+                  re.search(r'"([A-Za-z0-9+/=]+)"', ln).group(1) for ln in lines}  # type: ignore[union-attr]
+        ryokan_id, deploy_id = ids[f"user: {RYOKAN}"], ids[f"user: {DEPLOY}"]
+        assert mem.forget([deploy_id]) == 1
+        assert deploy_id not in str(_vector_lines(backup.export("trip", data_dir)))
+        assert mem.stats()["vectors"] == 2
+        mem._store.flush()  # type: ignore[union-attr]  # as a long-running agent would have
+        assert _files_holding(data_dir / "trip", stored[ryokan_id])
+        assert mem.forget([ryokan_id], purge=True) == 1
+        assert _files_holding(data_dir, stored[ryokan_id]) == []
+        assert _files_holding(data_dir, stored[deploy_id]) == []
+        assert mem.recall(["hotel"], entry="semantic") == ""
+        assert "小猫" in mem.recall(["猫"], entry="semantic")  # the others still work
+    assert _files_holding(data_dir, stored[ryokan_id]) == []
+
+
+def test_compression_makes_the_vector_again(data_dir: Path, embedder: OpenAIEmbedder,
+                                            server: tuple[str, type[Embeddings]]) -> None:
+    from helpers import ScriptedModel
+
+    weak = CONFIG.replace(link_initial_strength=0.3)  # importance 0.6: shortened by a scan
+    long = "We stayed at a ryokan in Kyoto and then went on by train to the coast for sushi"
+    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        mem.remember(say(f"{long} | {DEPLOY}"))
+        assert mem.wait_idle(timeout=60)
+        before = len(server[1].requests)
+        report = mem.run_compression_slice(timeout=60)
+        assert report["compressed"] >= 1
+        shortened = [m["content"] for m in mem.memories(limit=None)
+                     if m["content"] != long and long.startswith(m["content"])]
+        assert shortened
+        assert [shortened[0]] in server[1].requests[before:]  # embedded again, as shortened
+        assert mem.stats()["vectors_missing"] == 0
+        assert mem.stats()["vectors"] == mem.stats()["nodes"]
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+
+
+# -- failures stay loud and harmless ------------------------------------------------------------
+
+
+def test_an_embedder_down_loses_nothing_and_recall_answers_lexically(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
+        caplog: pytest.LogCaptureFixture) -> None:
+    handler = server[1]
+    handler.mode = "down"
+    caplog.set_level(logging.WARNING, logger="memory_rdf")
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY)
+        stats = mem.stats()
+        assert stats["nodes"] == 2 and stats["failed_tasks"] == 0
+        assert stats["vectors_missing"] == 2
+        assert "ryokan" in mem.recall(["ryokan"], entry="both")  # the lexical entries answer
+        assert "ryokan" in mem.recall(["ryokan"], entry="semantic")
+        assert mem.recall(["hotel"], entry="semantic") == ""
+        down = [r for r in caplog.records if "embedder 'concepts' failed" in r.getMessage()]
+        assert len(down) == 1  # said once, not per call
+        handler.mode = "ok"
+        threading.Event().wait(0.3)  # the embedder's cool-down (0.2 s) passes
+        _remember(mem, "We ate ramen for dinner")  # the next remember fills the missing ones
+        stats = mem.stats()
+        assert stats["vectors_missing"] == 0 and stats["vectors"] == 3
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+    assert any("answers again" in r.getMessage() for r in caplog.records)
+
+
+def test_a_held_embedding_call_never_holds_another_agent(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]]) -> None:
+    handler = server[1]
+    with MemorySystem(data_dir=data_dir, config=CONFIG, embedder=embedder) as system:
+        other = system.agent("other")
+        _remember(other, DEPLOY)
+        handler.mode, handler.hold_matching = "hold", "ryokan"
+        trip = system.agent("trip")
+        trip.remember(say(RYOKAN))
+        assert handler.holding.wait(30)  # trip's vector is being made, its call held
+        # meanwhile the other agent remembers and recalls
+        other.remember(say("We bought a new guitar"))
+        assert "guitar" in other.recall(["guitar"], entry="keywords", timeout=30)
+        assert not trip.wait_idle(timeout=0)  # trip still waits for its call
+        handler.mode = "ok"
+        handler.release.set()
+        assert trip.wait_idle(timeout=60)
+        assert "ryokan" in trip.recall(["hotel"], entry="semantic")
+
+
+def test_another_models_vectors_are_made_again_never_mixed(
+        data_dir: Path, server: tuple[str, type[Embeddings]],
+        caplog: pytest.LogCaptureFixture) -> None:
+    url = server[0] + "/v1"
+    with OpenAIEmbedder("concepts", url) as first, \
+            MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=first) as mem:
+        _remember(mem, RYOKAN, DEPLOY)
+    caplog.set_level(logging.WARNING, logger="memory_rdf")
+    with OpenAIEmbedder("reversed", url) as second, \
+            MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=second) as mem:
+        assert mem.stats()["vectors_missing"] == 2  # nothing of the other model is used
+        mem.run_compression_slice(timeout=60)  # the missing vectors are filled in
+        stats = mem.stats()
+        assert stats["vectors_missing"] == 0 and stats["vectors"] == 2
+        assert stats["embedder"] == "reversed"
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+    assert any("another embedding model" in r.getMessage() for r in caplog.records)
+    dump = backup.export("trip", data_dir).decode()
+    assert '"reversed"' in dump and '"concepts"' not in dump
+    assert len(_vector_lines(dump.encode())) == 2
+
+
+@pytest.mark.parametrize(("mode", "message"), [
+    ("count", "1 vectors for 2 texts"),
+    ("nan", "not a finite number"),
+    ("dimension", "dimensions, expected"),
+])
+def test_garbage_answers_are_clear_errors(server: tuple[str, type[Embeddings]], mode: str,
+                                          message: str) -> None:
+    url, handler = server
+    with OpenAIEmbedder("concepts", url + "/v1", retries=0) as emb:
+        assert len(emb.embed(["hotel", "cat"])) == 2  # learns the dimension
+        handler.mode = mode
+        with pytest.raises(ModelError, match=message):
+            emb.embed(["hotel", "cat"])
+
+
+def test_a_wrong_model_or_url_is_an_error_that_says_what_to_fix(
+        server: tuple[str, type[Embeddings]]) -> None:
+    url, handler = server
+    with OpenAIEmbedder("no-such-model", url + "/v1") as emb, \
+            pytest.raises(PermanentModelError, match="not found"):
+        emb.embed(["hotel"])
+    assert len(handler.requests) == 1  # not retried
+    with OllamaEmbedder("concepts", url + "/nowhere", retries=0) as emb, \
+            pytest.raises(PermanentModelError, match="404|not found"):
+        emb.embed(["hotel"])
+    with pytest.raises(InvalidInputError, match="base_url"):
+        OpenAIEmbedder("concepts", "localhost:8080")
+
+
+def test_garbage_from_the_embedder_leaves_remembers_whole(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]]) -> None:
+    server[1].mode = "nan"
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN)
+        stats = mem.stats()
+        assert stats["nodes"] == 1 and stats["vectors"] == 0 and stats["vectors_missing"] == 1
+        assert "ryokan" in mem.recall(["ryokan"])
+
+
+def test_vectors_live_in_their_own_graph_on_both_stores(
+        make_manager: Callable[..., MemoryManager], embedder: OpenAIEmbedder) -> None:
+    """Embedded or on a SPARQL endpoint (SPEC §8): the vectors are in the agent's vectors
+    graph, never in the memory graph sparql() reads, and an export carries them."""
+    mem = make_manager(config=CONFIG, embedder=embedder)
+    _remember(mem, RYOKAN, LUGUAN)
+    assert mem.sparql("ASK { ?n memory:vector ?v }") is False
+    assert mem.sparql("ASK { ?s memory:embeddingModel ?m }") is False
+    where = mem.endpoint if mem.endpoint is not None else mem.path.parent
+    dump = backup.export(mem.agent_id, where)
+    assert len(_vector_lines(dump)) == 2
+    assert b'"concepts"' in dump
+
+
+def test_compression_forgetting_a_memory_takes_its_vector(
+        data_dir: Path, embedder: OpenAIEmbedder) -> None:
+    from helpers import ScriptedModel
+
+    fading = CONFIG.replace(link_initial_strength=0.02)  # importance 0.04: forgotten at a scan
+    with MemoryManager("trip", data_dir=data_dir, config=fading, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        mem.remember(say(f"{RYOKAN} | {DEPLOY}"))
+        assert mem.wait_idle(timeout=60)
+        assert mem.stats()["vectors"] == 2
+        assert mem.run_compression_slice(timeout=60)["forgotten"] == 1
+        assert len(_vector_lines(backup.export("trip", data_dir))) == 1
+        assert mem.stats()["vectors"] == 1 and mem.stats()["vectors_missing"] == 0
+        assert mem.recall(["hotel"], entry="semantic") == ""
+
+
+def test_a_slow_query_embedding_answers_lexically(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A recall waits a few seconds at most for its query's vector (SPEC §5.7: slow is as
+    down): the lexical entries answer while the embedder still holds the request."""
+    handler = server[1]
+    caplog.set_level(logging.WARNING, logger="memory_rdf")
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY)
+        handler.mode, handler.hold_matching = "hold", "Kyoto ryokan hotel"
+        found = mem.recall(["ryokan"], entry="both", query="Kyoto ryokan hotel")
+        assert handler.holding.is_set() and not handler.release.is_set()  # still held
+        assert "ryokan" in found
+        assert any("no vector within" in r.getMessage() for r in caplog.records)
+        handler.release.set()
+
+
+def test_the_lexical_entries_answer_the_same_with_an_embedder(
+        data_dir: Path, embedder: OpenAIEmbedder) -> None:
+    """SPEC §5.7: "focus" and "keywords" never use the embedder — the same text with one
+    as without."""
+    asks = [(["ryokan"], "keywords"), (["Kyoto", "deploy"], "keywords"), (["Friday"], "focus"),
+            ([], "focus")]
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        _remember(mem, RYOKAN, DEPLOY, "Kyoto trains were late again", LUGUAN)
+        made = embedder.usage()["requests"]
+        with_embedder = [mem.recall(k, entry=e) for k, e in asks]
+        assert embedder.usage()["requests"] == made  # no query was embedded
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG) as mem:
+        assert [mem.recall(k, entry=e) for k, e in asks] == with_embedder
+    assert any(with_embedder)
