@@ -43,9 +43,11 @@ import json
 import shutil
 import statistics
 import sys
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.keyword_eval import BM25, FACTS, conversation  # noqa: E402
 from memory_rdf import Config, HeuristicModel, MemoryManager  # noqa: E402
-from memory_rdf._text import tokenize  # noqa: E402
+from memory_rdf._text import stem, tokenize  # noqa: E402
 
 SEP = "\n---\n"
 DATA_DEFAULT = REPO.parent / "shared" / "data" / "locomo-dev"
@@ -70,6 +72,11 @@ BUDGETS = (2000, 4000)
 FOUND_SHARE = 0.6
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 MODES = ("focus", "keywords", "both")
+# With --embedder: the raw turns ranked by the question's embedding, and fused with BM25.
+EMBEDDING_METHODS = ["embedding", "BM25 + embedding"]
+# With --embedder: the library with an embedder (SPEC §5.7), the question as ``query=``.
+SEMANTIC_MODES = ("semantic", "both+semantic")
+SEMANTIC_ENTRY = {"semantic": "semantic", "both+semantic": "both"}
 DEPTHS = (2, 4)
 # The library files that decide what a build stores (segments, texts, links, compression):
 # editing one of them invalidates the cached stores; editing recall does not.
@@ -137,6 +144,18 @@ def load(path: Path) -> Conversation:
 
 def content_words(text: str) -> set[str]:
     return set(tokenize(text))
+
+
+def stems(words: set[str]) -> set[str]:
+    return {stem(w) for w in words}
+
+
+def evidence_group(question: str, turn: str) -> str:
+    """"paraphrase" when the evidence turn's text shares no stemmed content word with the
+    question (a lexical entry cannot find it by the question's words: issue 37's split),
+    else "lexical". The speaker's name in front of a turn is not part of its text."""
+    return "lexical" if stems(content_words(question)) & stems(content_words(turn)) else (
+        "paraphrase")
 
 
 def holds(context_words: set[str], evidence_words: set[str]) -> bool:
@@ -229,11 +248,17 @@ class Tally:
 
     found: dict[tuple[int, int], list[int]] = field(
         default_factory=lambda: defaultdict(lambda: [0, 0]))  # (budget, category) → [hit, all]
+    # (budget, group) → [hit, all]; group "lexical" or "paraphrase" (see ``evidence_group``)
+    groups: dict[tuple[int, str], list[int]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0]))
     chars: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     entries: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     ms: list[float] = field(default_factory=list)
+    # with an embedder: each recall's time with its query's embedding (``ms`` is without)
+    ms_with_query: list[float] = field(default_factory=list)
 
-    def add(self, category: int, entries: list[str], evidence: list[set[str]], ms: float) -> None:
+    def add(self, category: int, entries: list[str], evidence: list[set[str]], ms: float,
+            groups: Sequence[str] = ()) -> None:
         self.ms.append(ms)
         for budget in BUDGETS:
             context = cut(entries, budget)
@@ -241,10 +266,15 @@ class Tally:
             words = content_words(text)
             self.chars[budget].append(len(text))
             self.entries[budget].append(len(context))
-            for ev in evidence:
+            for i, ev in enumerate(evidence):
+                found = holds(words, ev)
                 cell = self.found[(budget, category)]
-                cell[0] += holds(words, ev)
+                cell[0] += found
                 cell[1] += 1
+                if i < len(groups):
+                    group = self.groups[(budget, groups[i])]
+                    group[0] += found
+                    group[1] += 1
 
     def add_answer(self, category: int, entries: list[str], answer: str, ms: float) -> None:
         """keyword_eval's rule: found when the answer string is in the context."""
@@ -258,12 +288,21 @@ class Tally:
             cell[0] += answer in text
             cell[1] += 1
 
+    def group_share(self, budget: int, group: str) -> tuple[int, int]:
+        hit, total = self.groups.get((budget, group), (0, 0))
+        return hit, total
+
     def share(self, budget: int, category: int | None = None) -> tuple[int, int]:
         hit = total = 0
         for (b, c), (h, n) in self.found.items():
             if b == budget and (category is None or c == category):
                 hit, total = hit + h, total + n
         return hit, total
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def pct(cell: tuple[int, int]) -> str:
@@ -314,7 +353,180 @@ def store_diagnostics(conv: Conversation, mem: MemoryManager, wanted: set[str]) 
     }
 
 
+# --------------------------------------------------------------------------- embeddings
+
+
+class Embeddings:
+    """The vectors of texts from an OpenAI-compatible embeddings server (``--embedder``), for
+    the raw-turn baselines: unit vectors, as a numpy array."""
+
+    def __init__(self, base_url: str, model: str) -> None:
+        import httpx
+
+        self.base_url, self.model = base_url.rstrip("/"), model
+        self._client = httpx.Client(timeout=300)
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        out = []
+        for start in range(0, len(texts), 64):
+            part = [t if t.strip() else " " for t in texts[start : start + 64]]
+            reply = self._client.post(f"{self.base_url}/embeddings",
+                                      json={"model": self.model, "input": part})
+            reply.raise_for_status()
+            data = sorted(reply.json()["data"], key=lambda d: d["index"])
+            out += [d["embedding"] for d in data]
+        vectors = np.array(out, dtype=np.float32).reshape(len(texts), -1)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@dataclass(frozen=True)
+class Service:
+    """An OpenAI-compatible embeddings server: ``base_url`` (ending in ``/v1``) for the
+    texts of the stores and the baselines, ``query_url`` for the recalls' queries (for
+    ``minilm`` a second server without the vector cache, so a query's time is the model's)."""
+
+    base_url: str
+    query_url: str
+    model: str
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.base_url, self.model
+
+
+@contextmanager
+def embedding_service(args: argparse.Namespace) -> Iterator[Service | None]:
+    """The server of ``--embedder``: ``minilm`` starts the bundled one
+    (``benchmarks/embedding_server.py``) in this process, its vectors cached in
+    ``WORK/embeddings``; ``BASE_URL/MODEL`` names a running OpenAI-compatible server (the
+    model after the last ``/``, or ``--embedder-model``). None without ``--embedder``."""
+    spec = args.embedder
+    if not spec:
+        yield None
+        return
+    if spec == "minilm":
+        from benchmarks.embedding_server import EmbeddingServer
+
+        with EmbeddingServer(cache_dir=args.work / "embeddings") as server, \
+                EmbeddingServer() as uncached:
+            yield Service(server.base_url, uncached.base_url, server.model)
+            print(f"embedding server: {server.requests + uncached.requests} requests, "
+                  f"{server.texts_embedded + uncached.texts_embedded} texts through the model "
+                  f"({server.model_seconds + uncached.model_seconds:.0f} s)", file=sys.stderr)
+        return
+    if args.embedder_model:
+        yield Service(spec, spec, args.embedder_model)
+        return
+    base_url, _, model = spec.rstrip("/").rpartition("/")
+    if not base_url.startswith(("http://", "https://")) or not model:
+        sys.exit(f"--embedder {spec!r}: expected 'minilm' or BASE_URL/MODEL "
+                 "(e.g. http://127.0.0.1:8181/v1/all-MiniLM-L6-v2)")
+    yield Service(base_url, base_url, model)
+
+
+class TimedEmbedder:
+    """An embedder that adds up the time spent in ``embed`` (the library's query embedding
+    during a recall: what "query embedding excluded" subtracts)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def dimension(self) -> int | None:
+        return self.inner.dimension  # type: ignore[no-any-return]
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        t0 = time.perf_counter()
+        try:
+            return self.inner.embed(texts)  # type: ignore[no-any-return]
+        finally:
+            with self._lock:
+                self.seconds += time.perf_counter() - t0
+
+
+def fill_vectors(mem: MemoryManager) -> int:
+    """Make the vector of every node of a store built without an embedder (nodes still
+    without one are filled a batch at a time after each remember or slice; a store only
+    recalled gets none, so the benchmark asks for the fill itself: private API)."""
+    from concurrent.futures import Future
+
+    from memory_rdf._scheduler import Task, TaskKind
+
+    total = 0
+    while True:
+        future: Future[Any] = Future()
+        vectors = mem._vectors
+        assert vectors is not None
+        mem._system._scheduler.submit(mem.agent_id, Task(
+            TaskKind.SLICE, lambda v=vectors: v.embed_nodes(()), future=future,
+            counted=False), None)
+        written = future.result()
+        total += written
+        if not written or not mem.stats().get("vectors_missing"):
+            return total
+
+
+def vector_store(home: Path, service: Service) -> Path:
+    """A copy of the built store ``home`` with every node's vector (cached beside it)."""
+    slug = "".join(c if c.isalnum() else "-" for c in service.model)[:40]
+    target = home.with_name(f"{home.name}-vectors-{slug}")
+    if (target / "vectors.json").exists():
+        return target
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(home, target)
+    from memory_rdf import OpenAIEmbedder
+
+    start = time.perf_counter()
+    with OpenAIEmbedder(service.model, service.base_url) as embedder, MemoryManager(
+            "locomo", data_dir=target, config=Config(auto_compress=False),
+            embedder=embedder) as mem:
+        written = fill_vectors(mem)
+        stats = mem.stats()
+    if stats.get("vectors_missing"):
+        sys.exit(f"{target}: {stats['vectors_missing']} nodes still without a vector")
+    (target / "vectors.json").write_text(json.dumps({
+        "vectors": stats.get("vectors"), "written": written, "model": service.model,
+        "seconds": round(time.perf_counter() - start, 1)}))
+    return target
+
+
+def embedding_entries(lines: list[str], scores: Any) -> list[str]:
+    """The raw turns by similarity to the question, the most similar first (200 at most)."""
+    import numpy as np
+
+    order = np.argsort(-scores, kind="stable")[:200]
+    return [lines[int(i)] for i in order]
+
+
+def fused_entries(bm25: BM25, lines: list[str], keywords: Sequence[str], scores: Any,
+                  k: int = 60) -> list[str]:
+    """BM25 and the embedding ranking fused by reciprocal rank (k = 60; issue 37's 50.5%)."""
+    import numpy as np
+
+    fused: dict[int, float] = defaultdict(float)
+    for rank, i in enumerate(bm25.top_ids(tuple(keywords), len(lines))):
+        fused[i] += 1 / (k + rank + 1)
+    for rank, i in enumerate(np.argsort(-scores, kind="stable")):
+        fused[int(i)] += 1 / (k + rank + 1)
+    order = sorted(fused, key=lambda i: (-fused[i], i))[:200]
+    return [lines[i] for i in order]
+
+
 def evaluate_locomo(args: argparse.Namespace) -> None:
+    with embedding_service(args) as service:
+        _evaluate_locomo(args, service)
+
+
+def _evaluate_locomo(args: argparse.Namespace, service: Service | None) -> None:
     files = sorted(args.data.glob("*.json"))
     if args.conversations:
         wanted = set(args.conversations.split(","))
@@ -322,6 +534,8 @@ def evaluate_locomo(args: argparse.Namespace) -> None:
     if not files:
         sys.exit(DATA_HELP.format(path=args.data))
     methods = [f"{m} d{d}" for m in MODES for d in DEPTHS] + ["BM25", "BM25 + neighbours"]
+    if service is not None:
+        methods += [f"{m} d{d}" for m in SEMANTIC_MODES for d in DEPTHS] + EMBEDDING_METHODS
     if args.methods:
         wanted_methods = [m.strip() for m in args.methods.split(",")]
         unknown = sorted(set(wanted_methods) - set(methods))
@@ -340,34 +554,88 @@ def evaluate_locomo(args: argparse.Namespace) -> None:
             questions = [questions[int(i * step)] for i in range(args.questions)]
         total_turns += len(conv.turns)
         total_questions += len(questions)
-        home = build(conv, args)
-        builds.append((conv.name, json.loads((home / "built.json").read_text())))
+        library = [m for m in tallies if m.split(" d")[0] in (*MODES, *SEMANTIC_MODES)]
+        semantic = [m for m in tallies if m.split(" d")[0] in SEMANTIC_MODES]
+        home = build(conv, args) if library else None
+        if home is not None:
+            builds.append((conv.name, json.loads((home / "built.json").read_text())))
         lines = [t.line for t in conv.turns]
         words = {t.dia_id: content_words(t.text) for t in conv.turns}
+        texts = {t.dia_id: t.text for t in conv.turns}
         bm25 = BM25(lines)
+        similarity: Any = None  # questions × raw turns, when an embedder is given
+        if service is not None and any(m in tallies for m in EMBEDDING_METHODS):
+            embed = Embeddings(*service.pair)
+            try:
+                similarity = embed([q.text for q in questions]) @ embed(lines).T
+            finally:
+                embed.close()
         config = Config(auto_compress=False)
-        with MemoryManager("locomo", data_dir=home, config=config) as mem:
-            for key, value in store_diagnostics(
-                conv, mem, {e for q in questions for e in q.evidence}
-            ).items():
-                diagnostics[key] += value
+        # the copy with vectors is made before the built store is opened (never copy it live)
+        vectors_home = (vector_store(home, service) if semantic and home is not None
+                        and service is not None else None)
+        with ExitStack() as stack:
+            mem = (stack.enter_context(MemoryManager("locomo", data_dir=home, config=config))
+                   if home is not None else None)
+            timed_embedder: TimedEmbedder | None = None
+            mem_semantic: MemoryManager | None = None
+            if vectors_home is not None and service is not None:
+                from memory_rdf import OpenAIEmbedder
+
+                timed_embedder = TimedEmbedder(stack.enter_context(
+                    OpenAIEmbedder(service.model, service.query_url)))
+                mem_semantic = stack.enter_context(MemoryManager(
+                    "locomo", data_dir=vectors_home, config=config, embedder=timed_embedder))
+            if mem is not None:
+                for key, value in store_diagnostics(
+                    conv, mem, {e for q in questions for e in q.evidence}
+                ).items():
+                    diagnostics[key] += value
             start = time.perf_counter()
             for qi, q in enumerate(questions, 1):
                 keywords = list(dict.fromkeys(tokenize(q.text)))
                 evidence = [words[e] for e in q.evidence]
+                groups = [evidence_group(q.text, texts[e]) for e in q.evidence]
                 for mode in MODES:
                     for depth in DEPTHS:
-                        if f"{mode} d{depth}" not in tallies:
+                        if f"{mode} d{depth}" not in tallies or mem is None:
                             continue
                         text, ms = timed(mem.recall, keywords, depth=depth, entry=mode,
                                          max_chars=max(BUDGETS))
                         entries = text.split(SEP) if text else []
-                        tallies[f"{mode} d{depth}"].add(q.category, entries, evidence, ms)
+                        tallies[f"{mode} d{depth}"].add(q.category, entries, evidence, ms,
+                                                        groups)
+                if mem_semantic is not None and timed_embedder is not None:
+                    query_ms = 0.0  # the query's first embedding (the library caches it)
+                    for mode in SEMANTIC_MODES:
+                        for depth in DEPTHS:
+                            name = f"{mode} d{depth}"
+                            if name not in tallies:
+                                continue
+                            before = timed_embedder.seconds
+                            text, ms = timed(mem_semantic.recall, keywords, depth=depth,
+                                             entry=SEMANTIC_ENTRY[mode],
+                                             max_chars=max(BUDGETS), query=q.text)
+                            embed_ms = (timed_embedder.seconds - before) * 1000
+                            query_ms = query_ms or embed_ms
+                            entries = text.split(SEP) if text else []
+                            tallies[name].add(q.category, entries, evidence, ms - embed_ms,
+                                              groups)
+                            tallies[name].ms_with_query.append(ms - embed_ms + query_ms)
                 for name, nb in (("BM25", False), ("BM25 + neighbours", True)):
                     if name not in tallies:
                         continue
                     entries, ms = timed(bm25_entries, bm25, lines, keywords, nb)
-                    tallies[name].add(q.category, entries, evidence, ms)
+                    tallies[name].add(q.category, entries, evidence, ms, groups)
+                if similarity is not None:  # the query's embedding is not in the time
+                    row = similarity[qi - 1]
+                    if "embedding" in tallies:
+                        entries, ms = timed(embedding_entries, lines, row)
+                        tallies["embedding"].add(q.category, entries, evidence, ms, groups)
+                    if "BM25 + embedding" in tallies:
+                        entries, ms = timed(fused_entries, bm25, lines, keywords, row)
+                        tallies["BM25 + embedding"].add(q.category, entries, evidence, ms,
+                                                        groups)
                 if qi % 10 == 0 or qi == len(questions):
                     print(f"\r  {conv.name}: question {qi}/{len(questions)}, "
                           f"{time.perf_counter() - start:.0f} s", end="", file=sys.stderr,
@@ -394,20 +662,35 @@ def evaluate_locomo(args: argparse.Namespace) -> None:
 
 def report(tallies: dict[str, Tally], categories: dict[int, str] | None = None) -> None:
     cats = categories if categories is not None else CATEGORIES
+    groups = sorted({g for t in tallies.values() for (_, g) in t.groups}, reverse=True)
     head = (f"{'method':<20}" + "".join(f"{'@' + str(b):>8}" for b in BUDGETS)
             + "".join(f"{str(c) + ' ' + cats[c][:6]:>11}" for c in cats)
+            + "".join(f"{g[:10]:>11}" for g in groups)
             + f"{'chars':>7}{'entries':>8}{'ms p50':>8}")
     print("evidence found (%) within 2,000 / 4,000 characters; per category at 2,000; "
-          "mean characters and entries at 2,000; recall p50 latency")
+          + ("per group at 2,000 (paraphrase: the evidence turn shares no stemmed word with "
+             "the question); " if groups else "")
+          + "mean characters and entries at 2,000; recall p50 latency")
     print(head)
     for name, t in tallies.items():
         if not t.ms:
             continue
         print(f"{name:<20}" + "".join(f"{pct(t.share(b)):>8}" for b in BUDGETS)
               + "".join(f"{pct(t.share(BUDGETS[0], c)):>11}" for c in cats)
+              + "".join(f"{pct(t.group_share(BUDGETS[0], g)):>11}" for g in groups)
               + f"{statistics.mean(t.chars[BUDGETS[0]]):>7.0f}"
               + f"{statistics.mean(t.entries[BUDGETS[0]]):>8.1f}"
               + f"{statistics.median(t.ms):>8.1f}")
+    for name, t in tallies.items():
+        if t.ms_with_query:
+            print(f"{name}: recall p50 {statistics.median(t.ms):.1f} ms, p95 "
+                  f"{quantile(t.ms, 0.95):.1f} ms without the query's embedding; "
+                  f"{statistics.median(t.ms_with_query):.1f} ms, p95 "
+                  f"{quantile(t.ms_with_query, 0.95):.1f} ms with it")
+    if groups:
+        first = next(t for t in tallies.values() if t.groups)
+        print("evidence turns per group: " + ", ".join(
+            f"{g} {first.group_share(BUDGETS[0], g)[1]}" for g in groups))
     print()
 
 
@@ -462,6 +745,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="compression slices after each remember (Config() runs one)")
     parser.add_argument("--methods", default="",
                         help='comma-separated methods to run, e.g. "both d2,BM25" (default: all)')
+    parser.add_argument("--embedder", default="",
+                        help="an embedding model: 'minilm' (all-MiniLM-L6-v2, the bundled "
+                             "server started in this process; the embed-bench extra) or "
+                             "BASE_URL/MODEL of an OpenAI-compatible server; adds the "
+                             "embedding rows")
+    parser.add_argument("--embedder-model", default="",
+                        help="the model's name when it holds a '/' (--embedder is then the "
+                             "base URL alone)")
     parser.add_argument("--rebuild", action="store_true", help="ignore cached stores")
     parser.add_argument("--skip-locomo", action="store_true")
     parser.add_argument("--skip-keyword-eval", action="store_true")

@@ -1020,9 +1020,15 @@ class MemoryManager:
                 weights = self._searcher.keyword_weights(keywords, self._metadata.node_sequence)
             else:
                 weights = [1.0] * len(keywords)
+        vectors = self._vectors
+
+        def similarity(ids: Sequence[str]) -> dict[str, float]:
+            index = vectors.index if vectors is not None else None
+            return index.similarity(qvec, ids) if index is not None else {}
+
         return self._searcher.recall(
             seeds, keywords, relations, depth, limit, max_chars, weights=weights, window=window,
-            similar=similar,
+            similar=similar, similarity=similarity if similar is not None else None,
         )
 
     # -- listing and forgetting on request (SPEC §5.6) -------------------------------------------

@@ -82,8 +82,16 @@ STRENGTH_EXPONENT = 0.1
 #: the best keyword score or more is alike a focus node).
 ALIKE_BAND = 4.0
 #: Semantic entry (SPEC §5.7): the share of a result's score that is its similarity to the
-#: query (the rest is the keyword match above); with no keywords it is all of it.
-SEMANTIC_WEIGHT = 0.5
+#: query (the rest is the keyword match above); with no keywords it is all of it. Small: on
+#: long conversations the words of a question are the stronger signal (LoCoMo dev, raw
+#: turns: BM25 52.4%, all-MiniLM-L6-v2 47.0%), so similarity orders results that match
+#: alike and brings meaning-only matches after the word matches (benchmarks/RECALL.md,
+#: decision 24: 0.5 → 55.8 on conversations 41-42, 0.25 → 64.6, 0.1 → 65.5, keywords 62.8).
+SEMANTIC_WEIGHT = 0.1
+#: Semantic entry: every result's similarity is part of its rank, not only the nearest
+#: nodes' (the others counted 0, so a result matching every keyword but outside the nearest
+#: 3 × max_entry_nodes ranked below a meaning-only match: 55.8 → 63.9 at weight 0.5).
+RANK_ALL_BY_SIMILARITY = True
 #: Semantic entry: the results' similarity bands (:func:`rank`'s alike key) are this wide,
 #: as a fraction of the best similarity.
 SIMILARITY_BAND = 0.2
@@ -292,8 +300,9 @@ def rank(
     not, whole word or part) and its path strength's band (:func:`strength_band`): results
     with equal keys match the query alike (:func:`current_first`).
 
-    With the semantic entry (SPEC §5.7), ``similar`` maps the nodes close enough in meaning
-    to the query to their cosine similarity, and similarity is part of the score::
+    With the semantic entry (SPEC §5.7), ``similar`` maps the results to their cosine
+    similarity to the query (every result's when :meth:`Searcher.recall` is given the
+    index, negative ones as 0), and similarity is part of the score::
 
         sem(n)   = similarity(n) / the best similarity     (0 for a node not in ``similar``)
         score(n) = ((1 - SEMANTIC_WEIGHT) · match(n) + SEMANTIC_WEIGHT · sem(n))
@@ -613,6 +622,7 @@ class Searcher:
         weights: Sequence[float] | None = None,
         window: Window | None = None,
         similar: dict[str, float] | None = None,
+        similarity: Callable[[Sequence[str]], dict[str, float]] | None = None,
     ) -> str:
         """The recall text: the walk (SPEC §5.4 steps 2–3), ranked (:func:`rank`) when
         ``weights`` (one per keyword) are given and there are at least two keywords, cut to
@@ -648,10 +658,13 @@ class Searcher:
         keys: list[Hashable]
         if ranked:
             assert weights is not None
-            hits, keys = rank(
-                walk(seeds, graph.adjacency, matches, depth, 0), details, weights, keywords,
-                similar,
-            )
+            found = walk(seeds, graph.adjacency, matches, depth, 0)
+            scored = similar
+            if similar is not None and similarity is not None and RANK_ALL_BY_SIMILARITY:
+                # every result's similarity counts in its rank, not only the nearest nodes'
+                sims = similarity([h.node for h in found])
+                scored = {**{n: max(v, 0.0) for n, v in sims.items()}, **similar}
+            hits, keys = rank(found, details, weights, keywords, scored)
         else:
             hits = walk(seeds, graph.adjacency, matches, depth, limit)
             keys = [strength_band(h.strength) for h in hits]
