@@ -22,7 +22,7 @@ import functools
 import heapq
 import math
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -170,6 +170,27 @@ def query_terms(keywords: Sequence[str]) -> list[str]:
     query word found in a node's text is one of its terms, "车牌" finds "车牌号", and a long
     query word is one term, not its parts counted again."""
     return list(dict.fromkeys(t for k in keywords for t in tokenize(k)))
+
+
+def with_word_forms(terms: Sequence[str]) -> list[str]:
+    """``terms`` and the other forms of their English words (:func:`word_forms`), each once,
+    in order: what the keyword entry looks up."""
+    return list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
+
+
+def scored_terms(terms: Sequence[str], df: Mapping[str, int]) -> list[str]:
+    """The terms the keyword entry scores (SPEC §5.5): those some node carries (``df`` > 0),
+    rarest first, while their postings stay within :data:`POSTING_BUDGET` (the rarest one
+    always, however many postings it has)."""
+    present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
+    scored: list[str] = []
+    postings = 0
+    for term in present:
+        if scored and postings + df[term] > POSTING_BUDGET:
+            break
+        scored.append(term)
+        postings += df[term]
+    return scored
 
 
 def bm25_idf(nodes: int, df: int) -> float:
@@ -530,18 +551,11 @@ class Searcher:
             return []
         stats = self.collection_stats(generation)  # first: a refresh also drops cached dfs
         # the other forms of English query words too (:func:`word_forms`)
-        terms = list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
+        terms = with_word_forms(terms)
         df = self.document_frequencies(terms, POSTING_BUDGET + 1)
-        present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
-        if not present:
+        scored = scored_terms(terms, df)
+        if not scored:
             return []
-        scored: list[str] = []
-        postings = 0
-        for term in present:
-            if scored and postings + df[term] > POSTING_BUDGET:
-                break
-            scored.append(term)
-            postings += df[term]
         candidates = max(CANDIDATES, 5 * limit)
         idf = [(t, bm25_idf(stats.nodes, df[t])) for t in scored]
         found: list[tuple[Any, Any]] | None = read_index(  # None: SPARQL's turn

@@ -30,7 +30,13 @@ from typing import Any
 
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
 from memory_rdf._oxigraph import AgentStore, node_id
-from memory_rdf._search import CANDIDATES, POSTING_BUDGET, bm25_idf, query_terms, word_forms
+from memory_rdf._search import (
+    CANDIDATES,
+    bm25_idf,
+    query_terms,
+    scored_terms,
+    with_word_forms,
+)
 from memory_rdf._text import significant_keywords
 
 SEP = "\x1f"  # joins a node's keywords in one FTS column; never inside a keyword
@@ -127,18 +133,11 @@ class SqlitePeer(Peer):
         terms = query_terms(significant_keywords(keywords))
         if not terms:
             return []
-        terms = list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
+        terms = with_word_forms(terms)
         df = dict(self.con.execute(
             "SELECT term, COUNT(*) FROM terms WHERE term IN (SELECT value FROM json_each(?)) "
             "GROUP BY term", (json.dumps(terms),)).fetchall())
-        present = sorted((t for t in terms if df.get(t, 0) > 0), key=lambda t: df[t])
-        scored: list[str] = []
-        postings = 0
-        for term in present:
-            if scored and postings + df[term] > POSTING_BUDGET:
-                break
-            scored.append(term)
-            postings += df[term]
+        scored = scored_terms(terms, df)
         if not scored:
             return []
         nodes, total = self.stats
