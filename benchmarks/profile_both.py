@@ -14,9 +14,7 @@ the generated store for the next run.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import FastModel  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
+from benchmarks.profile_recall import median_ms  # noqa: E402
 from benchmarks.suite import DEPTHS, QUERIES  # noqa: E402
 from memory_rdf import Config, MemoryManager  # noqa: E402
 from memory_rdf._oxigraph import AgentStore, term_index  # noqa: E402
@@ -32,13 +31,9 @@ from memory_rdf._text import significant_keywords  # noqa: E402
 
 
 def p50(fn: Callable[[], object], repeat: int) -> float:
+    """Median ms of ``repeat`` calls after one warm-up call."""
     fn()
-    out = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - start) * 1000)
-    return statistics.median(out)
+    return median_ms(fn, repeat)
 
 
 def row(mem: MemoryManager, depth: int, label: str, kws: tuple[str, ...],
