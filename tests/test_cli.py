@@ -678,16 +678,28 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_inspection_works_while_another_process_holds_the_agent(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    stop = tmp_path / "stop"
+def start_writer(cwd: Path, data: Path, stop: Path) -> subprocess.Popen[str]:
+    """:data:`WRITER` holding agent ``live`` of ``data`` until ``stop`` exists; returned once
+    its first memory is stored."""
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(data), str(stop)], cwd=tmp_path, env=_env(),
+        [sys.executable, "-c", WRITER, str(data), str(stop)], cwd=cwd, env=_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
     )
     try:
         assert writer.stdout is not None
         assert writer.stdout.readline().strip() == "ready", writer.stderr
+    except BaseException:
+        writer.kill()
+        writer.communicate()
+        raise
+    return writer
+
+
+def test_inspection_works_while_another_process_holds_the_agent(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    stop = tmp_path / "stop"
+    writer = start_writer(tmp_path, data, stop)
+    try:
         counts = []
         for _ in range(4):
             stats = cli(tmp_path, "stats", "live", "--json", data_dir=data)

@@ -19,7 +19,7 @@ import pytest
 from memory_rdf import MemoryManager, inspect
 from memory_rdf._inspect import close_snapshot, copy_store_files, open_for_inspection
 from tests.helpers import FAST, ScriptedModel
-from tests.test_cli import WRITER, _env
+from tests.test_cli import _env, start_writer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,13 +47,8 @@ def test_forty_inspections_beside_a_flushing_writer_all_answer(tmp_path: Path) -
     # its 3 GB cap or the timeout.
     data, stop, scratch = tmp_path / "data", tmp_path / "stop", tmp_path / "tmp"
     scratch.mkdir()
-    writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(data), str(stop)], cwd=tmp_path, env=_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-    )
+    writer = start_writer(tmp_path, data, stop)
     try:
-        assert writer.stdout is not None
-        assert writer.stdout.readline().strip() == "ready", writer.stderr
         reader = subprocess.run(
             [sys.executable, "-c", READER, str(data), "40"], cwd=REPO, capture_output=True,
             text=True, encoding="utf-8", timeout=240, env=_env(TMPDIR=str(scratch)),
