@@ -90,12 +90,13 @@ class AfterUpdate:
 
 
 def sigint_once() -> Callable[[], None]:
-    """A call that sends this process one SIGINT (Ctrl-C), the first time the main thread
-    makes it: the KeyboardInterrupt is raised wherever Python then handles signals."""
+    """A call that sends this process one SIGINT (Ctrl-C), the first time it is made (the
+    store's owner thread applies disk updates): the KeyboardInterrupt is raised wherever the
+    main thread then handles signals."""
     sent: list[bool] = []
 
     def send() -> None:
-        if not sent and threading.current_thread() is threading.main_thread():
+        if not sent:
             sent.append(True)
             signal.raise_signal(signal.SIGINT)
 

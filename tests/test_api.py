@@ -513,23 +513,23 @@ def test_the_writer_flushes_memtables_as_writes_pile_up(mem: MemoryManager) -> N
 
 
 def test_the_flush_runs_beside_the_writer_and_close_waits_for_it(tmp_path: Path) -> None:
-    """A flush runs in a background thread: the writer does not wait for it, not even while
-    it waits for a compaction in progress (held here: the store's one-at-a-time lock of
-    RocksDB upkeep); close() waits for it, and what was written is there after reopening."""
+    """A flush is the store's owner's message, queued after the commit that asked for it:
+    the writer does not wait for it, not even while the owner is busy (held here: its turn
+    taken, as by a compaction in progress); asked again before it ran, it is queued once;
+    close() comes after it, and what was written is there after reopening."""
     from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
 
     store = AgentStore(tmp_path / "a")
     store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
-    with store._upkeep:  # a compaction "in progress": no flush can start
+    with store.turn():  # the owner held: no flush can start
         for i in range(30):
             batch = WriteBatch()
             batch.insert([triple(node_ref(f"n{i}"), V.CONTENT, lit(f"text {i}"))])
             store.commit(batch)  # each asks for a flush, none waits for one
         assert store.auto_flushes == 30
-        flusher = store._flusher
-        assert flusher is not None and flusher.is_alive()  # one flusher, waiting
+        assert not store.owner.idle  # one flush, waiting
     store.close()
-    assert not flusher.is_alive() and store._flusher is None
+    assert store.owner.closed
     again = AgentStore(tmp_path / "a")
     assert len(again.rows("SELECT ?n WHERE { ?n memory:content ?c }")) == 30
     again.close()

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ from helpers import (
     HEAVY_COUNT,
     fill_for_a_heavy_count,
     open_once_released,
-    pause_as_run_returns,
     read_in_another_thread,
 )
 
@@ -169,32 +167,35 @@ def test_a_purge_of_a_parked_agent(tmp_path: Path) -> None:
     assert leaked == []
 
 
-def test_a_park_as_the_mirror_build_ends_does_not_wait_forever(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The build thread takes the write lock one last time after its state says "on": a park
-    in between (which holds the write lock as it stops the mirror, joining that thread) waited
-    for it forever."""
-    import memory_rdf._oxigraph.agent_store as S
-    import memory_rdf._oxigraph.mirror as M
-
-    store = S.AgentStore(tmp_path / "agent", mirror=True)
-    assert store.wait_mirror(60)
-    # A renewal's build frees memory after its state turned "on": made slow, it holds the
-    # thread in the window the park came in.
-    monkeypatch.setattr(M, "_release_freed_memory", lambda: time.sleep(0.5))
-    with store._write_lock:
-        store._mirror.renew()  # what a commit does once enough text was applied to the copy
-    deadline = time.monotonic() + 60
-    while store.mirror_state != "on":
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
+def park_from_another_thread(store: Any) -> bool:
+    """``store.park()`` called by a thread that is not the one holding the owner's turn (as
+    ``_OpenStores.make_room`` calls it for another store); it must answer without waiting."""
     answers: list[bool] = []
     parker = threading.Thread(target=lambda: answers.append(store.park()), daemon=True)
     parker.start()
-    parker.join(10)
-    assert not parker.is_alive(), "park() and the mirror's build thread wait for each other"
-    assert answers == [False]  # the build had not ended: not parked
-    assert store.wait_mirror(60) and store.park() and store.parked
+    parker.join(30)
+    assert not parker.is_alive(), "park() waited"
+    return answers[0]
+
+
+def test_a_park_as_the_mirror_build_ends_does_not_wait_forever(tmp_path: Path) -> None:
+    """A park came as the read mirror's build ended: it held the write lock while it joined
+    the build thread, which takes that lock one last time after its state says "on": both
+    waited forever. Now a store is parkable only once its build has ended, and a park is the
+    owner's message, refused without waiting while the owner is busy. Here the owner is held
+    (its turn taken) while a renewal's build waits for it."""
+    from memory_rdf._oxigraph import AgentStore
+
+    store = AgentStore(tmp_path / "agent", mirror=True)
+    assert store.wait_mirror(60)
+    with store.turn():  # no commit, park or build step runs until the block ends
+        assert store._mirror is not None
+        store._mirror.renew()  # what a commit does once enough text was applied to the copy
+        assert not store.parkable  # the renewal's build waits for the owner's turn
+        assert not park_from_another_thread(store)
+        assert store.mirror_state == "loading"
+    assert store.wait_mirror(60) and store.mirror_state == "on"
+    assert park_from_another_thread(store) and store.parked
     store.close()
 
 
@@ -207,66 +208,45 @@ def _probe_closed(path: Path) -> None:
     del probe
 
 
-def test_a_compaction_started_as_the_store_is_parked_does_not_keep_it_open(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scheduler's on-idle hook (maybe_optimize_in_background, no lock taken) ran while a
-    park was under way: its thread had the store in hand, which stayed open while parked,
-    and the agent's next use could not open it again (StoreLockedError)."""
-    import memory_rdf._oxigraph.agent_store as S
-
-    store = S.AgentStore(tmp_path / "agent", mirror=False)
-    store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
-    store._commits_since_optimize = store.OPTIMIZE_AFTER_COMMITS
-    checked = S.AgentStore._busy_upkeep
-
-    def busy(self: S.AgentStore) -> bool:
-        answer = checked(self)
-        # the on-idle hook, in the scheduler's thread, after park() looked for upkeep
-        hook = threading.Thread(target=self.maybe_optimize_in_background)
-        hook.start()
-        hook.join()
-        return answer
-
-    upkeep = S.AgentStore._background_upkeep
-
-    def slow_upkeep(self: S.AgentStore, call: Any, what: str) -> None:
-        time.sleep(1.0)  # a compaction of a large store takes a while
-        upkeep(self, call, what)
-
-    monkeypatch.setattr(S.AgentStore, "_busy_upkeep", busy)
-    monkeypatch.setattr(S.AgentStore, "_background_upkeep", slow_upkeep)
-    assert store.park() and store.parked
-    monkeypatch.setattr(S.AgentStore, "_busy_upkeep", checked)
-    optimizer = store._optimizer
-    assert optimizer is not None
-    _probe_closed(store.path)
-    assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
-    optimizer.join(60)
-    store.close()
-
-
-def test_a_flusher_ending_as_the_store_is_parked_does_not_keep_it_open(tmp_path: Path) -> None:
-    """The background flusher cleared ``_flusher`` (what park() checks) while its thread
-    still had the store in hand (its closure, until the thread ended): a park in between
-    left RocksDB open and the next use could not open it again."""
+def _commit(store: Any, node: str, text: str) -> None:
     from memory_rdf import _vocab as V
-    from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
+    from memory_rdf._oxigraph import WriteBatch, lit, node_ref, triple
+
+    batch = WriteBatch()
+    batch.insert([triple(node_ref(node), V.CONTENT, lit(text))])
+    store.commit(batch)
+
+
+@pytest.mark.parametrize("upkeep", ["compaction", "flush"])
+def test_upkeep_asked_for_as_the_store_is_parked_does_not_keep_it_open(
+        tmp_path: Path, upkeep: str) -> None:
+    """A background compaction (the scheduler's on-idle hook) or flush (a commit past
+    FLUSH_AFTER_BYTES) that began while the store was being parked had it in hand (its thread
+    from its start; a flusher's closure after it cleared the flag a park checks): RocksDB
+    stayed open while parked, and the next use could not open it again (StoreLockedError).
+    Both are now the owner's messages, as a park is: queued, they refuse a park (without
+    waiting), run, and a park after them closes the store for good; asked for once it is
+    parked, there is nothing to do."""
+    from memory_rdf._oxigraph import AgentStore
 
     store = AgentStore(tmp_path / "agent", mirror=False)
-    store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
-    ending = threading.Event()
-    threading.settrace(pause_as_run_returns(ending))  # the flusher is held as it ends
-    try:
-        batch = WriteBatch()
-        batch.insert([triple(node_ref("n1"), V.CONTENT, lit("flushed"))])
-        store.commit(batch)  # starts the background flusher
-    finally:
-        threading.settrace(None)  # type: ignore[arg-type]
-    assert ending.wait(60)
-    assert store.park() and store.parked
-    _probe_closed(store.path)
-    assert store.rows("SELECT ?c WHERE { ?n memory:content ?c }") == [("flushed",)]
-    store.wait_flush()
+    store.OPTIMIZE_AFTER_COMMITS = 1  # type: ignore[misc]
+    if upkeep == "flush":
+        store.FLUSH_AFTER_BYTES = 1  # type: ignore[misc]
+    with store.turn():  # the owner held: what is asked for now waits, in order
+        _commit(store, "n1", "kept")  # (in this turn: the commit runs here)
+        if upkeep == "compaction":
+            assert store.maybe_optimize_in_background()
+        else:
+            assert store.auto_flushes == 1
+        assert not store.owner.idle  # the upkeep waits for the owner
+        assert not park_from_another_thread(store) and not store.parked
+    store.wait_flush()  # the upkeep ran
+    assert store.owner.idle
+    assert park_from_another_thread(store) and store.parked
+    assert not store.maybe_optimize_in_background()  # parked: nothing written since
+    _probe_closed(store.path)  # RocksDB let go of the files
+    assert store.rows("SELECT ?c WHERE { ?n memory:content ?c }") == [("kept",)]
     store.close()
 
 
@@ -284,26 +264,27 @@ def test_a_replaced_mirror_build_still_running_keeps_the_agent_held(
     store = AgentStore(data / "agent", mirror=True)
     assert store.wait_mirror(60)
     store.store.update('INSERT DATA { <urn:a> <urn:b> "c" }')
-    slow = threading.Event()
+    reading, go = threading.Event(), threading.Event()
     write = S._LoadSink.write
 
-    def slow_write(self: S._LoadSink, chunk: bytes) -> int:
-        if not slow.is_set():  # the first build after this: it sleeps in its first chunk
-            slow.set()
-            self._started()  # the snapshot is taken: the write lock is free again
-            time.sleep(1.5)
+    def held_write(self: S._LoadSink, chunk: bytes) -> int:
+        if not reading.is_set():  # the first build after this: held in its first chunk
+            reading.set()
+            self._started()  # the snapshot is taken: the owner's turn is free again
+            assert go.wait(60)
         return write(self, chunk)
 
-    monkeypatch.setattr(S._LoadSink, "write", slow_write)
-    with store._write_lock:
+    monkeypatch.setattr(S._LoadSink, "write", held_write)
+    with store.turn():
         store._mirror.rebuild("a test")  # type: ignore[union-attr]
-    assert slow.wait(30)
-    with store._write_lock:  # what a commit interrupted by Ctrl-C does
+    assert reading.wait(30)
+    with store.turn():  # what a commit interrupted by Ctrl-C does
         store._mirror.interrupted()  # type: ignore[union-attr]
     assert store.wait_mirror(60)
     store.close()
     with pytest.raises(StoreLockedError):  # the replaced build still reads the store
         AgentStore(data / ".." / "data" / "agent", mirror=False)
+    go.set()  # the replaced build goes on, sees it was cancelled, and lets the store go
     again = open_once_released(lambda: AgentStore(data / ".." / "data" / "agent", mirror=False))
     assert again.rows("SELECT ?o WHERE { <urn:a> <urn:b> ?o }") == [("c",)]
     again.close()

@@ -18,29 +18,21 @@ import pytest
 from memory_rdf import MemoryManager, StoreError
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph import AgentStore, WriteBatch, agent_store, iri_ref, lit, node_ref, triple
-from memory_rdf._oxigraph.disk_writer import _parallel_writes
+from memory_rdf._oxigraph.owner import parallel_writes
 
 from helpers import FAST, ScriptedModel, quads, remember
 
-pytestmark = pytest.mark.skipif(not _parallel_writes(),
+pytestmark = pytest.mark.skipif(not parallel_writes(),
                                 reason="one CPU: commits apply one store after the other")
 
 MIRROR = FAST.replace(read_mirror=True, focus_limit=3, delete_threshold=8, decay_rate=0.6)
 
 
 @pytest.fixture
-def at_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every commit large enough to go both ways at once; the sizes of those that did."""
-    sizes: list[int] = []
-    real = AgentStore._commit_at_once
-
-    def counted(self: AgentStore, text: str, batch: WriteBatch, mirror: Any) -> None:
-        sizes.append(len(text))
-        real(self, text, batch, mirror)
-
+def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit large enough to go both ways at once (``AgentStore.commits_at_once``
+    counts those that did)."""
     monkeypatch.setattr(agent_store, "PARALLEL_COMMIT_BYTES", 0)
-    monkeypatch.setattr(AgentStore, "_commit_at_once", counted)
-    return sizes
 
 
 def in_step(mem: MemoryManager) -> AgentStore:
@@ -75,7 +67,7 @@ def marker_batch(text: str) -> tuple[WriteBatch, str]:
     return batch, f"ASK {{ ?n memory:content {lit(text)} }}"
 
 def test_every_kind_of_write_lands_on_both_stores(
-    data_dir: Path, model: ScriptedModel, at_once: list[int]
+    data_dir: Path, model: ScriptedModel, at_once: None
 ) -> None:
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         in_step(mem)
@@ -85,12 +77,12 @@ def test_every_kind_of_write_lands_on_both_stores(
         remember(mem, "Li Na owns the release | the release is on December 15")
         remember(mem, "the cat is called Miso | Miso likes the JWT talk")
         store = in_step(mem)
-        made = len(at_once)
+        made = store.commits_at_once
         assert made > 0
         reports = [mem.run_compression_slice() for _ in range(12)]
         assert sum(r["compressed"] for r in reports) > 0, reports
         assert sum(r["forgotten"] for r in reports) > 0, reports
-        assert len(at_once) > made
+        assert store.commits_at_once > made
         in_step(mem)
         node = mem.memories(limit=1)[0]["id"]
         mem.forget([node])
@@ -100,7 +92,7 @@ def test_every_kind_of_write_lands_on_both_stores(
 
 
 def test_a_write_the_disk_refuses_is_in_neither_store(
-    data_dir: Path, model: ScriptedModel, at_once: list[int],
+    data_dir: Path, model: ScriptedModel, at_once: None,
     caplog: pytest.LogCaptureFixture
 ) -> None:
     failures = [OSError(28, "No space left on device")]
@@ -134,7 +126,7 @@ def test_a_write_the_disk_refuses_is_in_neither_store(
 
 
 def test_commits_from_many_threads_land_one_after_the_other(
-    data_dir: Path, model: ScriptedModel, at_once: list[int]
+    data_dir: Path, model: ScriptedModel, at_once: None
 ) -> None:
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         store = in_step(mem)
@@ -152,14 +144,14 @@ def test_commits_from_many_threads_land_one_after_the_other(
             t.start()
         for t in threads:
             t.join()
-        assert len(at_once) >= 100
+        assert store.commits_at_once >= 100
         in_step(mem)
         counts = store.rows(f"SELECT ?c WHERE {{ {subject} memory:scanCount ?c }}")
         assert sorted(c for (c,) in counts) == [24, 124, 224, 324]
 
 
 def test_an_interrupted_commit_waits_for_the_disk_and_builds_the_mirror_again(
-    data_dir: Path, model: ScriptedModel, at_once: list[int]
+    data_dir: Path, model: ScriptedModel, at_once: None
 ) -> None:
     """Ctrl-C while the mirror applies: the disk update in flight is waited for (the write
     lock is not given up under it) and the copy, which may or may not hold the write, is
@@ -185,7 +177,7 @@ def test_an_interrupted_commit_waits_for_the_disk_and_builds_the_mirror_again(
 
 
 def test_a_commit_returns_once_the_disk_store_has_the_write(
-    data_dir: Path, model: ScriptedModel, at_once: list[int]
+    data_dir: Path, model: ScriptedModel, at_once: None
 ) -> None:
     """The disk store stays the truth and the journal: however slow its update, the commit
     returns only after it is in (what the kill -9 tests rely on for the path that writes one
@@ -196,22 +188,22 @@ def test_a_commit_returns_once_the_disk_store_has_the_write(
         store._store = Wrapped(real, lambda: time.sleep(0.3))  # type: ignore[assignment]
         batch, ask = marker_batch("on disk before the commit returns")
         store.commit(batch)
-        assert at_once
+        assert store.commits_at_once
         assert real is not None and real.query(ask, prefixes=V.PREFIXES)
         store._store = real
         in_step(mem)
 
 
-def test_a_closed_store_is_released_by_the_writer_thread(
-    data_dir: Path, model: ScriptedModel, at_once: list[int]
+def test_a_closed_store_is_released_by_its_owner(
+    data_dir: Path, model: ScriptedModel, at_once: None
 ) -> None:
-    """The writer thread keeps no reference to the last store it wrote to: closing the agent
-    releases its RocksDB lock, and the same process opens it again at once."""
+    """The owner keeps no reference to the store it wrote to: closing the agent releases its
+    RocksDB lock, and the same process opens it again at once."""
     for text in ("we decided JWT for login", "Li Na owns the release"):
         with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
-            in_step(mem)
+            store = in_step(mem)
             remember(mem, text)
-    assert len(at_once) >= 2
+            assert store.commits_at_once >= 1
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         assert "Li Na" in mem.recall(["Li Na"], depth=2)
         assert "JWT" in mem.recall(["JWT"], depth=2)

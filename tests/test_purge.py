@@ -22,7 +22,6 @@ from helpers import (
     HEAVY_COUNT,
     ScriptedModel,
     fill_for_a_heavy_count,
-    pause_as_run_returns,
     read_in_another_thread,
     remember,
     say,
@@ -217,7 +216,6 @@ def test_no_other_open_runs_while_a_purge_swaps_the_store(
     gone at the next open. The agent's lock is now taken before the repair: the open is
     refused, the purge completes, nothing is lost."""
     import subprocess
-    import sys
     import types
 
     import memory_rdf._oxigraph.agent_store as store_module
@@ -326,27 +324,35 @@ def test_a_purge_right_after_a_read_ended_its_hold(data_dir: Path, form: str) ->
     """The user query's result (which has the disk store in hand) stayed in the reading
     frame after the read's hold ended: a purge's swap that came in between met the old
     instance still open (the purge failed, and the store was left closed). The result now
-    ends with the hold. The reader is held as its frame returns, by a trace."""
+    ends with the hold. The reader is held right after its hold ended, its frame not yet
+    returned (``StoreUsers.released``), while the purge runs."""
     from memory_rdf._oxigraph import AgentStore
 
     store = AgentStore(data_dir / "agent", mirror=False)
     store.store.update("INSERT DATA { <urn:a> <urn:b> 1 }")
-    returning = threading.Event()
-    trace = pause_as_run_returns(returning)  # the reader is held as its hold has just ended
-
+    returning, go = threading.Event(), threading.Event()
     answers: list[object] = []
 
     def read() -> None:
-        sys.settrace(trace)
         query = "SELECT ?o WHERE { ?s ?p ?o }"
         answers.append(store.user_query(query) if form == "rows"
                        else store.user_query_serialized(query, "csv"))
 
+    def held_as_the_hold_ends() -> None:
+        if threading.current_thread() is reader:
+            returning.set()
+            assert go.wait(60)
+
+    store._users.released = held_as_the_hold_ends
     reader = threading.Thread(target=read)
     reader.start()
     assert returning.wait(60)
-    store.rewrite()
-    reader.join()
+    try:
+        store.rewrite()
+    finally:
+        go.set()
+        reader.join()
+    store._users.released = None
     assert answers == ([[{"o": 1}]] if form == "rows" else [b"o\r\n1\r\n"])
     assert store.rows("SELECT ?o WHERE { ?s ?p ?o }") == [(1,)]
     store.close()

@@ -299,9 +299,9 @@ def test_a_ctrl_c_during_the_journal_write_is_raised_once_the_remember_is_queued
 def test_a_ctrl_c_while_remember_waits_for_the_write_lock_raises_with_nothing_stored(
     data_dir: Path, model: ScriptedModel
 ) -> None:
-    """The write lock may be held for minutes (a purge's rewrite of a large store): a Ctrl-C
-    while remember() waits for it raises promptly, before the journal write, and nothing is
-    stored; the wait was not held back with the write."""
+    """The store's owner may be busy for minutes (a purge's rewrite of a large store): a
+    Ctrl-C while remember() waits for its turn raises promptly, before the journal write, and
+    nothing is stored; the wait was not held back with the write."""
     import signal
     import threading
     import time
@@ -309,10 +309,17 @@ def test_a_ctrl_c_while_remember_waits_for_the_write_lock_raises_with_nothing_st
     with MemoryManager("agent", data_dir=data_dir, config=FAST, model=model) as mem:
         store = mem._store
         assert isinstance(store, AgentStore)
-        store._write_lock.acquire()  # as a rewrite holds it
-        release = threading.Timer(20.0, store._write_lock.release)
+        taken, done = threading.Event(), threading.Event()
+
+        def busy_owner() -> None:
+            with store.turn():  # as a rewrite keeps the owner
+                taken.set()
+                done.wait(20)
+
+        holder = threading.Thread(target=busy_owner)
+        holder.start()
+        assert taken.wait(30)
         interrupt = threading.Timer(0.3, signal.raise_signal, (signal.SIGINT,))
-        release.start()
         interrupt.start()
         started = time.monotonic()
         try:
@@ -321,8 +328,8 @@ def test_a_ctrl_c_while_remember_waits_for_the_write_lock_raises_with_nothing_st
             waited = time.monotonic() - started
         finally:
             interrupt.cancel()
-            release.cancel()
-            store._write_lock.release()
+            done.set()
+            holder.join()
         assert waited < 10, waited  # not the 20 s the lock stays held
         assert not getattr(info.value, "__notes__", None)  # not "accepted"
         assert mem.wait_idle(30)

@@ -18,8 +18,9 @@ Everything above it speaks in node ids, strengths and relation names. Its parts:
   the thread that runs them (SPEC §7: result iterators must not cross threads);
 * :mod:`.mirror`, :mod:`.link_index`, :mod:`.mirror_budget` — the read mirror, its link
   index, the process's memory budget for mirrors;
-* :mod:`.open_files`, :mod:`.disk_writer` — process-wide: parking idle stores under the
-  open-files limit, the thread that writes large updates to disk;
+* :mod:`.owner` — the one thread per open agent that writes its store and changes its
+  lifecycle (:class:`~.owner.StoreOwner`); :mod:`.open_files` — process-wide: parking idle
+  stores under the open-files limit;
 * :mod:`.agent_lock`, :mod:`.directories`, :mod:`.restore` — the agent's writer lock, its
   directory (crash repair of a purge, RocksDB's files), restoring a backup;
 * :mod:`.integrity`, :mod:`.conversions`, :mod:`.rdflib_view` — the integrity checks run on a

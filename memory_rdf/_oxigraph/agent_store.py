@@ -12,7 +12,9 @@ import shutil
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,13 +38,13 @@ from memory_rdf._oxigraph.directories import (
     _rewrite_dirs,
     _rewrite_dump,
 )
-from memory_rdf._oxigraph.disk_writer import _disk_writer, _parallel_writes
 from memory_rdf._oxigraph.errors import _room_to_reopen, _storage_errors, disk_refused
-from memory_rdf._oxigraph.holds import StoreUsers
+from memory_rdf._oxigraph.holds import Reading, StoreUsers, _clear_frames
 from memory_rdf._oxigraph.interface import MemoryStore, Row, UserResult
 from memory_rdf._oxigraph.mirror import _Mirror
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET
 from memory_rdf._oxigraph.open_files import OPEN_STORES
+from memory_rdf._oxigraph.owner import StoreOwner, _Turn, parallel_writes
 from memory_rdf._oxigraph.term_index import TermIndexes
 from memory_rdf._oxigraph.terms import Term, to_python
 from memory_rdf._query_guard import check_user_query
@@ -73,18 +75,14 @@ class AgentStore(MemoryStore):
         #: (``path``, a private copy: :func:`memory_rdf._inspect.copy_store_files`) was taken of.
         self.origin = origin if origin is not None else path
         self.read_only = read_only
-        self._write_lock = threading.Lock()
         self._commits_since_optimize = 0
         self._unflushed = 0  # bytes of update text since the last flush()
         self.auto_flushes = 0
-        self._optimizer: threading.Thread | None = None
-        self._flusher: threading.Thread | None = None  # a background flush (commit)
-        self._flush_wanted = False  # the flusher flushes again before it ends
-        self._flusher_lock = threading.Lock()  # guards the two above
-        #: One RocksDB flush or compaction at a time: two at once can wait forever for each
-        #: other with Oxigraph's options (min_write_buffer_number_to_merge = 2 and several
-        #: column families: RocksDB issues #12094, #12166, #13280).
-        self._upkeep = threading.Lock()
+        #: Commits applied to the disk store and the read mirror at once (_commit_at_once).
+        self.commits_at_once = 0
+        #: A background flush / compaction is queued for the owner and has not started.
+        self._flush_queued = False
+        self._optimize_queued = False
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
@@ -94,10 +92,11 @@ class AgentStore(MemoryStore):
         self._agent_lock: AgentLock | None = None
         #: The calls that have the disk store in hand (close and a purge's swap wait for them).
         self._users = StoreUsers()
+        self._reading = Reading(self)
         #: Parked (:meth:`park`): RocksDB's files closed while idle, reopened at the next use.
+        #: It, ``_closing`` and ``_store`` change only on the owner (or in its turn).
         self._parked = False
         self._closing = False  # close() began: never parked nor opened again
-        self._park_lock = threading.Lock()  # a park, an unpark and close(), one at a time
         #: RocksDB refused a write with an I/O error (a full disk): the handle is opened
         #: again before the next write (:meth:`_reopen_after_refusal`).
         self._write_refused = False
@@ -126,7 +125,13 @@ class AgentStore(MemoryStore):
                     self._agent_lock.release()
                     self._agent_lock = None
                     raise
-                OPEN_STORES.add(self)
+        #: The thread that writes the store and changes its lifecycle (:class:`StoreOwner`):
+        #: started before the read mirror's first build (see there). A read-only store has
+        #: none (no write, no park): what it would run runs in the calling thread.
+        self.owner = StoreOwner(str(path), thread=not read_only)
+        weakref.finalize(self, self.owner.abandon)
+        if path is not None and not read_only:
+            OPEN_STORES.add(self)
         try:
             self._start_mirror()
         except BaseException:
@@ -143,8 +148,6 @@ class AgentStore(MemoryStore):
         if (self._mirror_wanted is False or self.path is None or self.read_only
                 or self._store is None):
             return
-        if _parallel_writes():
-            _disk_writer()  # before the mirror's build thread: see _DiskWriter
         self._mirror = _Mirror(self, self._mirror_wanted)
 
     def _stop_mirror(self) -> None:
@@ -178,11 +181,18 @@ class AgentStore(MemoryStore):
 
     @property
     def store(self) -> ox.Store:
+        """The disk store, opened again first if parked (by the owner). Readers take it
+        inside a hold (``self._reading``), which opens a parked store before it counts."""
         store = self._store
         if store is None:
             return self._unpark()
         self.last_use = time.monotonic()
         return store
+
+    def turn(self, deliver: Callable[[], None] | None = None) -> _Turn:
+        """The owner's turn (:meth:`StoreOwner.turn`): no write, park, swap or close of the
+        store runs until the block ends."""
+        return self.owner.turn(deliver)
 
     def _open_disk_store(self, path: Path) -> ox.Store:
         """RocksDB's store at ``path`` (the agent's lock is held). Refused for the process's
@@ -203,8 +213,8 @@ class AgentStore(MemoryStore):
     @property
     def parkable(self) -> bool:
         """Open on disk for writing, and not building its read mirror (whose thread reads
-        the disk store, and takes the write lock that :meth:`park` holds as it stops the
-        mirror, until it has ended) nor without the mirror it wants (a purge or a bulk load
+        the disk store, and waits for the owner's turn, which :meth:`park` has as it stops
+        the mirror, until it has ended) nor without the mirror it wants (a purge or a bulk load
         stopped it while it works on the store; an unpark would start one beside it)."""
         mirror = self._mirror
         return (self._store is not None and self.path is not None and not self.read_only
@@ -219,73 +229,82 @@ class AgentStore(MemoryStore):
         commit, a flush or compaction running, the mirror being built). ``flush`` False: the
         memtables are not flushed first (the write-ahead log holds them; a full disk would
         refuse the flush)."""
-        if not self.parkable or not self._write_lock.acquire(blocking=False):
+        if not self.parkable:
             return False
-        # Without waiting for the park lock either: an unpark holds it while it waits for
-        # OPEN_STORES.opening, which the caller (make_room) may hold.
-        if not self._park_lock.acquire(blocking=False):
-            self._write_lock.release()
-            return False
-        try:
-            with self._users.alone_if_idle() as idle:
-                if self._closing or not idle or not self.parkable or self._busy_upkeep():
-                    return False
-                self._stop_mirror()
-                try:
-                    if flush:
-                        with self._upkeep, _storage_errors(f"cannot flush {self.path}"):
-                            self.store.flush()
-                except StoreError:
-                    self._start_mirror()
-                    return False
-                self._store = None
-                self._parked = True
-                gc.collect()  # the last reference going away closes RocksDB (SPEC §7)
-                return True
-        finally:
-            self._park_lock.release()
-            self._write_lock.release()
+        # Only when the owner is idle, without waiting for it: the caller (make_room) holds
+        # OPEN_STORES.opening, which an unpark on the owner may be waiting for.
+        return self.owner.try_run(partial(self._park_here, flush))
 
-    def _busy_upkeep(self) -> bool:
-        optimizer = self._optimizer
-        with self._flusher_lock:
-            flushing = self._flusher is not None
-        return flushing or (optimizer is not None and optimizer.is_alive())
+    def _park_here(self, flush: bool) -> bool:
+        """The park, run by the owner: no commit, flush, compaction or swap is under way."""
+        with self._users.alone_if_idle() as idle:
+            if self._closing or not idle or not self.parkable:
+                return False
+            self._stop_mirror()  # its build has ended (parkable): no wait
+            store = self._store
+            assert store is not None
+            try:
+                if flush:
+                    with _storage_errors(f"cannot flush {self.path}"):
+                        store.flush()
+            except StoreError:
+                self._start_mirror()
+                return False
+            del store
+            self._store = None
+            self._parked = True
+            gc.collect()  # the last reference going away closes RocksDB (SPEC §7)
+            return True
 
     def _unpark(self) -> ox.Store:
-        """The disk store opened again after :meth:`park` (StoreError when it is closed)."""
-        with self._park_lock:
-            store = self._store
-            if store is None:
-                if self._closing or not self._parked or self.path is None:
-                    raise StoreError(f"the memory store {self.path} is closed")
-                with _storage_errors(f"cannot open the memory store {self.path} again"):
-                    store = self._open_disk_store(self.path)
-                self._store = store
-                self._parked = False
-                self._start_mirror()
+        """The disk store opened again after :meth:`park`, by the owner (StoreError when it
+        is closed)."""
+        if self._closing:
+            raise StoreError(f"the memory store {self.path} is closed")
+        store = self.owner.run(self._unpark_here)
         self.last_use = time.monotonic()
+        return store
+
+    def _unpark_here(self) -> ox.Store:
+        store = self._store
+        if store is None:
+            if self._closing or not self._parked or self.path is None:
+                raise StoreError(f"the memory store {self.path} is closed")
+            with _storage_errors(f"cannot open the memory store {self.path} again"):
+                store = self._open_disk_store(self.path)
+            self._store = store
+            self._parked = False
+            self._start_mirror()
         return store
 
     def close(self) -> None:
         """Release the store (and its RocksDB lock): pyoxigraph has no close(), the last
-        reference going away is what unlocks it (SPEC §7)."""
-        with self._park_lock:
-            self._closing = True  # no park, and no call opens it again
-            self._parked = False
+        reference going away is what unlocks it (SPEC §7). The owner's last message: after
+        the writes and upkeep sent before it; every message after it is refused."""
+        if self.owner.closed:
+            return
+        try:
+            self.owner.run(self._mark_closing)  # no park, and no call opens it again
+        except StoreError:
+            return  # closed meanwhile
         OPEN_STORES.discard(self)
-        self._stop_mirror()
-        if self._optimizer is not None:
-            self._optimizer.join()
-            self._optimizer = None
-        self.wait_flush()  # the flusher clears _flusher as it ends
-        if self._store is not None:
+        self._stop_mirror()  # here, not on the owner: the build may wait for its turn
+        self.owner.close(self._close_here)
+
+    def _mark_closing(self) -> None:
+        self._closing = True
+        self._parked = False
+
+    def _close_here(self) -> Callable[[], None] | None:
+        store, self._store = self._store, None
+        if store is not None:
             if not self.read_only and self.path is not None:
-                with contextlib.suppress(StoreError):
-                    self.flush()
-            self._store = None
+                with (contextlib.suppress(StoreError),
+                      _storage_errors(f"cannot flush the memory store {self.path}")):
+                    store.flush()
+            del store
             gc.collect()
-        self._release_agent_lock()
+        return self._release_agent_lock()
 
     def keep_agent_lock(self) -> AgentLock | None:
         """Take the agent's writer lock out of this store, so that :meth:`close` leaves it
@@ -294,37 +313,37 @@ class AgentStore(MemoryStore):
         lock, self._agent_lock = self._agent_lock, None
         return lock
 
-    def _release_agent_lock(self) -> None:
+    def _release_agent_lock(self) -> Callable[[], None] | None:
         """Release the writer lock once no call holds the disk store: a read in another thread
         (an untimed query with the mirror off, or a timed one that timed out: an aggregate
         finishes in the background, :func:`run_bounded`) may still have it in hand, and a
-        second instance of the store in this process must not open beside it. Then the lock
-        goes, from a thread of its own, when the last such call ends."""
+        second instance of the store in this process must not open beside it. Then it
+        returns what releases the lock when the last such call ends, which the owner runs
+        after close() has its answer, as its thread's last work."""
         lock, self._agent_lock = self._agent_lock, None
         if lock is None:
-            return
-        if not self._users.active:
+            return None
+        users = self._users
+        if not users.active:
             lock.release()
-            return
+            return None
 
         def release_later() -> None:
-            self._users.wait_idle()
+            users.wait_idle()
             gc.collect()
             lock.release()
 
-        threading.Thread(target=release_later, name="memory-rdf-release", daemon=True).start()
+        return release_later
 
     def flush(self) -> None:
-        if self._parked:
-            return  # flushed when it was parked; nothing written since
-        with (self._users.hold(), self._upkeep,
-              _storage_errors(f"cannot flush the memory store {self.path}")):
-            self.store.flush()
+        """Flush RocksDB's memtables, by the owner (a parked store was flushed as it was)."""
+        self.owner.run(partial(self._upkeep_here, "flush",
+                               f"cannot flush the memory store {self.path}", False))
 
     def optimize(self) -> None:
-        with (self._users.hold(), self._upkeep,
-              _storage_errors(f"cannot compact the memory store {self.path}")):
-            self.store.optimize()
+        """Compact the store, by the owner."""
+        self.owner.run(partial(self._upkeep_here, "optimize",
+                               f"cannot compact the memory store {self.path}", False))
         self._commits_since_optimize = 0
 
     #: Writes after which an idle agent's store is compacted in the background. RocksDB keeps
@@ -337,24 +356,24 @@ class AgentStore(MemoryStore):
     FLUSH_AFTER_BYTES = 4 * 2**20
 
     def maybe_optimize_in_background(self) -> bool:
-        """Compact the store in a background thread once enough writes piled up (RocksDB
-        compaction runs concurrently with reads and writes; close() waits for it)."""
+        """Have the owner compact the store once enough writes piled up (queued: the caller
+        does not wait; RocksDB compaction runs beside reads; close() comes after it)."""
         if (
             self.read_only
             or self.path is None
             or self._commits_since_optimize < self.OPTIMIZE_AFTER_COMMITS
-            or (self._optimizer is not None and self._optimizer.is_alive())
+            or self._optimize_queued
             or self._store is None  # parked (nothing written since) or closed
         ):
             return False
         self._commits_since_optimize = 0
-
-        def run() -> None:
-            self._upkeep_if_open("optimize", "background compaction")
-
-        self._optimizer = threading.Thread(target=run, name="memory-rdf-optimize", daemon=True)
-        self._optimizer.start()
+        self._optimize_queued = True
+        self.owner.post(self._background_optimize)
         return True
+
+    def _background_optimize(self) -> None:
+        self._optimize_queued = False
+        self._upkeep_here("optimize", "background compaction", True)
 
     def rewrite(self) -> None:
         """Copy the store's current contents into a fresh directory and swap it in, so that
@@ -379,55 +398,50 @@ class AgentStore(MemoryStore):
         self.store  # noqa: B018
         self._stop_mirror()
         try:
-            self._rewrite(path, new, old, dump)
+            # The owner copies and swaps: no commit, flush or park runs meanwhile.
+            self.owner.run(partial(self._rewrite, path, new, old, dump))
         finally:
             self._start_mirror()
 
     def _rewrite(self, path: Path, new: Path, old: Path, dump: Path) -> None:
-        with self._write_lock:
-            self.terms.stale()
-            if self._optimizer is not None:
-                self._optimizer.join()
-                self._optimizer = None
-            self.wait_flush()
-            try:
-                for leftover in (new, old):
-                    if leftover.exists():
-                        shutil.rmtree(leftover)
-                dump.unlink(missing_ok=True)
-                # Through a file, not memory: N-Quads run to ~16 kB per node (measured at 10k
-                # nodes: 157 MB), and both calls stream it. The file holds every memory and
-                # sits beside the agents' directories: readable by the owner only.
-                os.close(os.open(dump, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                self.store.dump(output=str(dump), format=ox.RdfFormat.N_QUADS)
-                new.mkdir()  # the copy keeps the permissions of the directory it replaces
-                os.chmod(new, stat.S_IMODE(path.stat().st_mode))
-                fresh = ox.Store(str(new))
-                fresh.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
-                fresh.flush()
-                del fresh
-                dump.unlink()
-                for extra in path.iterdir():  # files of ours (not RocksDB's) move along
-                    if extra.is_file() and not _ROCKSDB_FILE.match(extra.name):
-                        shutil.copy2(extra, new / extra.name)
-                # No call may have the old instance in hand across the swap (a read in
-                # another thread: an untimed query with the mirror off, a timed-out aggregate
-                # still running): alive, it writes into the fresh copy when it goes, and the
-                # reopen fails meanwhile. Reads that come meanwhile wait for the fresh copy.
-                with self._users.alone():
-                    self._swap(path, new, old)
-                shutil.rmtree(old)
-            except OSError as exc:
-                raise StoreError(f"cannot rewrite the memory store {path}: {exc}") from exc
-            self._commits_since_optimize = 0
-            self._unflushed = 0
+        self.terms.stale()
+        try:
+            for leftover in (new, old):
+                if leftover.exists():
+                    shutil.rmtree(leftover)
+            dump.unlink(missing_ok=True)
+            # Through a file, not memory: N-Quads run to ~16 kB per node (measured at 10k
+            # nodes: 157 MB), and both calls stream it. The file holds every memory and
+            # sits beside the agents' directories: readable by the owner only.
+            os.close(os.open(dump, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            self.store.dump(output=str(dump), format=ox.RdfFormat.N_QUADS)
+            new.mkdir()  # the copy keeps the permissions of the directory it replaces
+            os.chmod(new, stat.S_IMODE(path.stat().st_mode))
+            fresh = ox.Store(str(new))
+            fresh.bulk_load(path=str(dump), format=ox.RdfFormat.N_QUADS)
+            fresh.flush()
+            del fresh
+            dump.unlink()
+            for extra in path.iterdir():  # files of ours (not RocksDB's) move along
+                if extra.is_file() and not _ROCKSDB_FILE.match(extra.name):
+                    shutil.copy2(extra, new / extra.name)
+            # No call may have the old instance in hand across the swap (a read in
+            # another thread: an untimed query with the mirror off, a timed-out aggregate
+            # still running): alive, it writes into the fresh copy when it goes, and the
+            # reopen fails meanwhile. Reads that come meanwhile wait for the fresh copy.
+            with self._users.alone():
+                self._swap(path, new, old)
+            shutil.rmtree(old)
+        except OSError as exc:
+            raise StoreError(f"cannot rewrite the memory store {path}: {exc}") from exc
+        self._commits_since_optimize = 0
+        self._unflushed = 0
 
     def _swap(self, path: Path, new: Path, old: Path) -> None:
-        """Put the complete copy ``new`` in the place of the store at ``path`` (the write lock
-        is held, no call holds the store). On an error the store at ``path`` is open again."""
+        """Put the complete copy ``new`` in the place of the store at ``path`` (run by the
+        owner, no call holds the store). On an error the store at ``path`` is open again."""
         try:
-            with self._upkeep:
-                self.store.flush()
+            self.store.flush()
             self._store = None
             gc.collect()  # the last reference going away releases the lock (SPEC §7)
             os.rename(path, old)
@@ -448,8 +462,7 @@ class AgentStore(MemoryStore):
                     # Not open again now (the old instance still alive, the open-files
                     # limit): parked, so that the next use tries again (the agent's lock is
                     # still held), instead of a store closed for the rest of the session.
-                    with self._park_lock:
-                        self._parked = not self._closing
+                    self._parked = not self._closing
             raise
 
     def bulk_load_nquads(self, path: Path) -> None:
@@ -457,17 +470,20 @@ class AgentStore(MemoryStore):
         self.store  # noqa: B018 - opened first if parked (opening starts a mirror: stopped here)
         self._stop_mirror()  # the load bypasses commit(): the mirror is built again after it
         self.terms.stale()
-        try:
-            with (self._users.hold(),
-                  _storage_errors(f"cannot bulk-load {path} into {self.path}")):
+
+        def load() -> None:
+            with _storage_errors(f"cannot bulk-load {path} into {self.path}"):
                 self.store.bulk_load(path=str(path), format=ox.RdfFormat.N_QUADS)
+
+        try:
+            self.owner.run(load)
         finally:
             self._start_mirror()
 
     # -- internal queries ----------------------------------------------------------------------
 
     def rows(self, query: str) -> list[Row]:
-        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
             return self._rows(self._reads(), query)
 
     @staticmethod
@@ -478,7 +494,7 @@ class AgentStore(MemoryStore):
         return [tuple(to_python(sol[i]) for i in range(width)) for sol in result]
 
     def term_rows(self, query: str) -> list[Sequence[Any]] | None:
-        with self._users.hold():
+        with self._reading:
             return self._solutions(self._reads(), query, f"the memory store {self.path}")
 
     @staticmethod
@@ -491,7 +507,7 @@ class AgentStore(MemoryStore):
             return list(result)
 
     def index_rows(self, query: str) -> list[Row]:
-        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
             return self._rows(self.store, query)
 
     @property
@@ -507,7 +523,7 @@ class AgentStore(MemoryStore):
         return self._solutions(copy, query, f"the read mirror of {self.path}")
 
     def ask(self, query: str) -> bool:
-        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
             return bool(self._reads().query(query, prefixes=V.PREFIXES))
 
     def commit(self, batch: WriteBatch) -> None:
@@ -523,14 +539,12 @@ class AgentStore(MemoryStore):
         if self._write_refused:
             self._reopen_after_refusal()
         with interrupts_held() as held:
-            # The wait for the write lock (a purge's rewrite holds it for minutes on a large
-            # store) stays open to Ctrl-C: it raises there, before anything is written.
-            while not self._write_lock.acquire(timeout=0.05):
-                held.deliver()
-            try:
+            # The wait for the owner's turn (a purge's rewrite takes it for minutes on a
+            # large store) stays open to Ctrl-C: it raises there, before anything is written.
+            with self.owner.turn(held.deliver) as turn:
                 self._commits_since_optimize += 1
                 try:
-                    self._write(text, batch)
+                    self._write(text, batch, turn)
                 except BaseException:
                     self.terms.stale()  # whether the store has the write is not known here
                     raise
@@ -538,8 +552,6 @@ class AgentStore(MemoryStore):
                 self._unflushed += len(text)
                 if self._unflushed >= self.FLUSH_AFTER_BYTES and self.path is not None:
                     self._flush_in_background()
-            finally:
-                self._write_lock.release()
             batch.run_after_commit()
 
     def _reopen_after_refusal(self) -> None:
@@ -559,26 +571,39 @@ class AgentStore(MemoryStore):
         if self.path is not None and disk_refused(exc):
             self._write_refused = True
 
-    def _write(self, text: str, batch: WriteBatch) -> None:
-        """The update applied to both stores (the write lock is held: a purge's swap, which
-        holds it too, cannot be under way)."""
-        with self._users.hold():
+    def _write(self, text: str, batch: WriteBatch, turn: _Turn) -> None:
+        """The update applied to both stores, in the owner's turn (no park, swap or close can
+        be under way: they are the owner's messages)."""
+        try:
             self.store  # noqa: B018 - opened again first if parked, with its mirror loading
             mirror = self._mirror
             if (mirror is not None and mirror.store is not None
-                    and len(text) >= PARALLEL_COMMIT_BYTES and _parallel_writes()):
-                self._commit_at_once(text, batch, mirror)
+                    and len(text) >= PARALLEL_COMMIT_BYTES and parallel_writes()):
+                self._commit_at_once(text, batch, mirror, turn)
             else:
-                self._commit_in_turn(text, batch, mirror)
+                self._commit_in_turn(text, batch, mirror, turn)
+        except BaseException as exc:
+            # The traceback's frames must not keep the store past the commit (a park or a
+            # close after it would leave RocksDB open).
+            _clear_frames(exc)
+            raise
 
-    def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None) -> None:
-        """The update applied to the disk store, then to the read mirror (the write lock is
-        held). Stopped in between (or in either, whether the disk store has the write is then
-        unknown), the mirror is built again from the disk store, the truth; a write the disk
-        store refused (StoreError) is in neither."""
+    def _disk_update(self, text: str) -> None:
+        """The update applied to the disk store: run by the owner."""
+        store = self._store
+        if store is None:
+            raise StoreError(f"the memory store {self.path} is closed")
+        store.update(text, prefixes=V.PREFIXES)
+
+    def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None,
+                        turn: _Turn) -> None:
+        """The update applied to the disk store by the owner, then to the read mirror here (in
+        the owner's turn). Stopped in between (or in either, whether the disk store has the
+        write is then unknown), the mirror is built again from the disk store, the truth; a
+        write the disk store refused (StoreError) is in neither."""
         try:
             with _storage_errors(f"cannot write the memory store {self.path}"):
-                self.store.update(text, prefixes=V.PREFIXES)
+                turn.call(partial(self._disk_update, text))
             if mirror is not None:  # disk first: the disk store is the truth
                 mirror.apply(text, batch)
         except StoreError as exc:
@@ -589,16 +614,18 @@ class AgentStore(MemoryStore):
                 mirror.interrupted()
             raise
 
-    def _commit_at_once(self, text: str, batch: WriteBatch, mirror: _Mirror) -> None:
-        """A large update applied to the disk store (in a writer thread) and to the live read
+    def _commit_at_once(self, text: str, batch: WriteBatch, mirror: _Mirror,
+                        turn: _Turn) -> None:
+        """A large update applied to the disk store (by the owner) and to the live read
         mirror (here) at the same time: pyoxigraph releases the GIL in both, so on two CPUs a
         compression commit costs the calling thread the longer of the two instead of their
-        sum (benchmarks/PROFILE.md, eleventh pass). The write lock is held until both are in,
-        so commits still land one after the other, in order, on both stores. If the disk
+        sum (benchmarks/PROFILE.md, eleventh pass). The owner's turn is held until both are
+        in, so commits still land one after the other, in order, on both stores. If the disk
         update fails, the mirror (which may hold the write) is dropped and built again from
         the disk store, which stays the truth; a reader of the mirror may have seen the
         failed write in between, as it sees any write before this call returns."""
-        answer = _disk_writer().start(self.store, text)
+        answer = turn.start(partial(self._disk_update, text))
+        self.commits_at_once += 1
         try:
             mirror.apply(text, batch)
         except BaseException:  # interrupted: whether the copy has the write is unknown
@@ -619,67 +646,46 @@ class AgentStore(MemoryStore):
             raise
 
     def _flush_in_background(self) -> None:
-        """Have RocksDB's memtables flushed by a background thread (the write lock is held):
-        the writer goes on meanwhile (a flush took 60-90 ms at 100k nodes, 50-130 µs of every
-        compression scan when the writer waited for it). One flusher at a time: asked again
-        while it runs, it flushes once more before it ends; it waits for a compaction in
-        progress (``_upkeep``), the writer never does."""
+        """Have RocksDB's memtables flushed by the owner after this commit (in its turn): the
+        writer returns first (a flush took 60-90 ms at 100k nodes). Asked again before the
+        queued flush started, it is not queued twice. The owner runs flushes and compactions
+        one at a time, with every other message: two at once can wait forever for each other
+        with Oxigraph's options (min_write_buffer_number_to_merge = 2 and several column
+        families: RocksDB issues #12094, #12166, #13280)."""
         self._unflushed = 0
         self.auto_flushes += 1
+        if not self._flush_queued:
+            self._flush_queued = True
+            self.owner.post(self._background_flush)
 
-        def run() -> None:
-            while True:
-                with self._flusher_lock:
-                    if not self._flush_wanted:
-                        self._flusher = None
-                        return
-                    self._flush_wanted = False
-                # the write landed; flushing is upkeep
-                self._upkeep_if_open("flush", "background flush")
+    def _background_flush(self) -> None:
+        self._flush_queued = False
+        self._upkeep_here("flush", "background flush", True)
 
-        with self._flusher_lock:
-            self._flush_wanted = True
-            if self._flusher is None:
-                self._flusher = threading.Thread(target=run, name="memory-rdf-flush",
-                                                 daemon=True)
-                self._flusher.start()
-
-    def _upkeep_if_open(self, name: str, what: str) -> None:
-        """``Store.flush`` or ``Store.optimize`` (``name``) run by a background thread, holding
-        the store (:class:`StoreUsers`) and only while it is open: parked meanwhile, nothing
-        is left to do. The thread never keeps the store past its hold: one captured when the
-        thread started kept a store that was parked in between open (its next use could not
-        open it again), and a flusher's closure outlived the ``_flusher`` that park checks."""
-        with self._users.hold():
-            store = self._store
-            if store is None:  # parked (flushed as it was) or closed
-                return
-            call = getattr(store, name)
-            del store
-            try:
-                self._background_upkeep(call, what)
-            finally:
-                del call
-
-    def _background_upkeep(self, call: Callable[[], None], what: str) -> None:
-        """A RocksDB flush or compaction run by a background thread: one at a time with every
-        other (``_upkeep``), its errors dropped (the writes it tidies have landed)."""
-        with self._upkeep, contextlib.suppress(StoreError), _storage_errors(what):
-            call()
+    def _upkeep_here(self, name: str, what: str, background: bool) -> None:
+        """``Store.flush`` or ``Store.optimize`` (``name``), run by the owner, only while the
+        store is open: parked meanwhile (flushed as it was), nothing is left to do; closed,
+        StoreError unless ``background`` (whose errors are dropped: the writes it tidies have
+        landed). A park is the owner's message too: it never meets one of them under way."""
+        store = self._store
+        if store is None:
+            if self._closing and not background:
+                raise StoreError(f"the memory store {self.path} is closed")
+            return
+        with contextlib.suppress(*((StoreError,) if background else ())), _storage_errors(what):
+            getattr(store, name)()
 
     def wait_flush(self) -> None:
-        """Wait for the background flusher (see :meth:`_flush_in_background`) to end."""
-        with self._flusher_lock:
-            flusher = self._flusher
-        if flusher is not None:
-            flusher.join()
+        """Wait until the flushes and compactions asked for so far are done (the owner has
+        handled every message sent before this call)."""
+        self.owner.drain()
 
     def quads(self, subject: str | None, predicate: str | None, obj: Term | None,
               graph: str | None) -> list[tuple[Any, Any, Any]]:
         s = ox.NamedNode(subject) if subject else None
         p = ox.NamedNode(predicate) if predicate else None
         g = ox.NamedNode(graph) if graph else ox.DefaultGraph()
-        with self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}"):
+        with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
             return [
                 (to_python(q.subject), to_python(q.predicate), to_python(q.object))
                 for q in self._reads().quads_for_pattern(s, p, None, g)
@@ -701,7 +707,7 @@ class AgentStore(MemoryStore):
             # The result (which has the store in hand) lives in a frame of its own, ended
             # before the hold is: here it outlived the hold, and a purge's swap or close()
             # could go ahead with the store still open.
-            with (self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}",
+            with (self._reading, _storage_errors(f"cannot read the memory store {self.path}",
                                                       user_query=query)):
                 return self._user_rows(query, cancel, timeout, limit)
 
@@ -749,7 +755,7 @@ class AgentStore(MemoryStore):
 
         def run(cancel: threading.Event) -> bytes | None:
             sink: Any = None if output is None else _Sink(output, cancel, timeout)
-            with (self._users.hold(), _storage_errors(f"cannot read the memory store {self.path}",
+            with (self._reading, _storage_errors(f"cannot read the memory store {self.path}",
                                                       user_query=query)):
                 return serialize(sink)
 
@@ -769,7 +775,8 @@ class AgentStore(MemoryStore):
             kwargs["from_graph"] = ox.DefaultGraph()
         if fmt in ("turtle", "trig"):
             kwargs["prefixes"] = V.PREFIXES
-        with self._users.hold(), _storage_errors(f"cannot export the memory store {self.path}"):
+        with self._reading, _storage_errors(f"cannot export the memory store {self.path}"):
             data = self.store.dump(**kwargs)
         assert data is not None
         return data
+

@@ -7,8 +7,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory_rdf._oxigraph.agent_store import AgentStore
 
 
 class StoreUsers:
@@ -32,6 +36,9 @@ class StoreUsers:
         self._count = 0
         self._closed_to_new = False
         self._idle_waiters = 0  # threads waiting for the count to reach 0
+        #: Called by the thread whose hold just ended, after the count went down (a test's
+        #: seam: it holds a reader there, its frame not yet returned).
+        self.released: Callable[[], None] | None = None
 
     def hold(self) -> StoreUsers:
         """Count the calling code as holding the store for a ``with`` block (it waits while a
@@ -55,6 +62,9 @@ class StoreUsers:
             self._count -= 1
             if not self._count and self._idle_waiters:
                 self._changed.notify_all()
+        released = self.released
+        if released is not None:
+            released()
 
     def _wait_idle(self) -> None:
         """Wait (the lock held) until no call holds the store."""
@@ -108,6 +118,32 @@ class StoreUsers:
             with self._changed:
                 self._closed_to_new = False
                 self._changed.notify_all()
+
+
+class Reading:
+    """A read's hold of the disk store (``with store._reading:``): counted in
+    :class:`StoreUsers`, and the store open — a parked one is opened again by the owner
+    first, *outside* the hold, so that no reader waits for the owner while it holds the
+    store (the owner may be waiting for the holds to end: a purge's swap)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: AgentStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> None:
+        store = self._store
+        users = store._users
+        while True:
+            users.__enter__()
+            if store._store is not None or store._closing:
+                return
+            users.__exit__(None, None, None)
+            store._unpark()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> None:
+        self._store._users.__exit__(kind, exc, tb)
 
 
 def _clear_frames(exc: BaseException) -> None:

@@ -164,7 +164,7 @@ def _new_link_entries(
 
 def apply_indexed(mirror: ox.Store, text: str, changes: IndexChanges | None) -> None:
     """Apply a committed update to the read mirror and keep its link index in step, in one
-    request when the batch tells enough (the owner's write lock is held):
+    request when the batch tells enough (in the store owner's turn):
 
     * a link the batch creates whole (its source, target and relation written by INSERT
       DATA, the link unknown before) gets its entry written as data (``INSERT DATA``), in the

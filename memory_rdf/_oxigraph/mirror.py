@@ -43,7 +43,7 @@ MIRROR_QUEUED_CHUNKS = 2
 #: (reads go to disk during one). (Added by the compression work; benchmarks/README.md, Soak.)
 MIRROR_RENEW_MIN_BYTES = 16 << 20
 #: Once the copy is in, the updates committed meanwhile are applied to it in rounds without
-#: the write lock (``_Mirror._catch_up``); the last ones, at most this many bytes of update
+#: the owner's turn (``_Mirror._catch_up``); the last ones, at most this many bytes of update
 #: text (a few compression commits), under it, as the copy takes over.
 MIRROR_CATCH_UP_BYTES = 1 << 20
 #: Rounds of that before the rest is applied under the lock whatever its size (each round
@@ -160,7 +160,7 @@ class _Mirror:
 
     Built in a background thread when the store opens (reads go to disk until it is ready):
     the disk store is dumped (N-Quads, streamed in chunks into the mirror) from one snapshot,
-    taken while the write lock is held; every update committed after it is queued and applied
+    taken in the store owner's turn; every update committed after it is queued and applied
     once the copy is in, so the mirror is exactly the disk store from then on. Each commit
     applies its update to the disk store first (the truth, and the journal), then to the
     mirror (:meth:`apply`); a large one (a compression chunk's) to both at once, the mirror
@@ -208,7 +208,7 @@ class _Mirror:
             self._thread.join()
 
     def apply(self, text: str, batch: WriteBatch | None = None) -> None:
-        """Apply a committed update (the owner's write lock is held); ``batch``: the writes it
+        """Apply a committed update (in the store owner's turn); ``batch``: the writes it
         was made of, read for what they may change in the link index (:func:`index_changes`)
         only when a copy is being built or kept — a mirror "too large" or "failed" takes none,
         and reading a compression commit's ~700 kB of text for it is not free."""
@@ -242,22 +242,22 @@ class _Mirror:
 
     def renew(self) -> None:
         """Drop this copy (and the deleted triples it keeps) and build a fresh one from the
-        disk store in the background (reads go to disk meanwhile); the owner's write lock is
-        held. See MIRROR_RENEW_MIN_BYTES."""
+        disk store in the background (reads go to disk meanwhile); in the store owner's turn.
+        See MIRROR_RENEW_MIN_BYTES."""
         self.owner.mirror_renewals += 1
         self._build_again(renewal=True)
 
     def rebuild(self, why: str) -> None:
         """Drop this copy, which may differ from the disk store after ``why``, and build a
-        fresh one from the disk store in the background (reads go to disk meanwhile); the
-        owner's write lock is held."""
+        fresh one from the disk store in the background (reads go to disk meanwhile); in the
+        store owner's turn."""
         log.warning("memory_rdf: the read mirror of %s is built again after %s",
                     self.owner.location, why)
         self._build_again(renewal=False)
 
     def interrupted(self) -> None:
-        """A commit stopped while it applied an update to the disk store or to this copy (the
-        owner's write lock is held): whether either holds the write is unknown, so a copy
+        """A commit stopped while it applied an update to the disk store or to this copy (in
+        the store owner's turn): whether either holds the write is unknown, so a copy
         kept or being built is built again from the disk store."""
         if self.store is None and self._pending is None:
             return  # no copy kept ("too large", "failed", "off"), nor one being filled
@@ -271,13 +271,13 @@ class _Mirror:
 
     def _catch_up(self, mirror: ox.Store) -> None:
         """Apply the updates committed since the snapshot to the new copy, in rounds, without
-        the write lock: each round takes what was queued so far and writers go on queueing
+        the owner's turn: each round takes what was queued so far and writers go on queueing
         behind it. The last few (at most MIRROR_CATCH_UP_BYTES, or what is left after
         MIRROR_CATCH_UP_ROUNDS) are applied under the lock when the copy takes over. (All of
         them under the lock held every writer ~19 s at 100k nodes after a build that ran
         beside continuous compression.)"""
         for _ in range(MIRROR_CATCH_UP_ROUNDS):
-            with self.owner._write_lock:
+            with self.owner.turn():
                 queued = self._pending
                 assert queued is not None
                 if sum(len(text) for text, _ in queued) <= MIRROR_CATCH_UP_BYTES:
@@ -307,8 +307,8 @@ class _Mirror:
         # The disk store is in hand only inside a hold (StoreUsers): close(), a park and a
         # purge's swap wait for it even when this build is no longer the owner's mirror (one
         # a commit interrupted, or a failed write, replaced; it stops at its next chunk). The
-        # copy's hold is taken after the write lock, never while waiting for it: a swap holds
-        # that lock while it waits for the holds to end.
+        # copy's hold is taken in the owner's turn, never while waiting for it: a swap (the
+        # owner's message) waits for the holds to end.
         owner = self.owner
         try:
             with owner._users.hold():
@@ -321,8 +321,7 @@ class _Mirror:
                          MIRROR_BUDGET.reserved() // 2**20)
                 return
             mirror = ox.Store()
-            lock = owner._write_lock
-            lock.acquire()
+            turn = owner.turn()  # the store's owner writes nothing until the snapshot
             held = True
 
             def snapshot_taken() -> None:
@@ -331,7 +330,7 @@ class _Mirror:
                 nonlocal held
                 if held:
                     held = False
-                    lock.release()
+                    turn.end()
 
             try:
                 with owner._users.hold():
@@ -346,13 +345,13 @@ class _Mirror:
                         del disk  # before the hold ends
             finally:
                 if held:
-                    lock.release()
+                    turn.end()
             if self._cancel.is_set():
                 raise _Cancelled
             # The link index of the snapshot (the commits queued meanwhile bring theirs).
             build_index(mirror)
             self._catch_up(mirror)
-            with owner._write_lock:
+            with owner.turn():
                 self._replay(mirror, self._pending)
                 self._pending = None
                 self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
@@ -370,6 +369,9 @@ class _Mirror:
                 log.warning("memory_rdf: cannot build the read mirror of %s (%s); reads go to "
                             "the disk store", owner.location, exc)
         finally:
-            with owner._write_lock:
+            try:
+                with owner.turn():
+                    self._pending = None
+            except Exception:  # the store closed: no commit comes any more
                 self._pending = None
             self._done.set()

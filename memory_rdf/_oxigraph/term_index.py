@@ -3,7 +3,7 @@
 
 The ``memory:term`` / ``memory:termCount`` triples stay the truth; this index is derived from
 them. It is built from the store the first time it is asked for (:meth:`TermIndexes.current`,
-under the store's write lock, so no commit lands meanwhile) and then kept in step with every
+in the store owner's turn, so no commit lands meanwhile) and then kept in step with every
 commit: :meth:`TermIndexes.committed` reads the batch's ``INSERT DATA`` / ``DELETE DATA`` of
 term triples and the templates that delete them (``forget_node(s)``, ``delete_node_text(s)``).
 Anything else that may change terms — another template that deletes terms, a bulk load, a
@@ -268,13 +268,13 @@ class TermIndexes:
     commits (see the module's doc)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()  # the index's contents; taken after the write lock
+        self.lock = threading.Lock()  # the index's contents; taken in the owner's turn
         self.generation = 0  # moves with every commit (and every change the index misses)
         self.index: TermIndex | None = None
         self.builds = 0  # times the index was derived from the store (tests, benchmarks)
 
     def committed(self, batch: WriteBatch) -> None:
-        """A batch landed on the store (the write lock is held)."""
+        """A batch landed on the store (in the owner's turn)."""
         with self.lock:
             self.generation += 1
             index = self.index
@@ -296,8 +296,8 @@ class TermIndexes:
             self.index = None
 
     def current(self, owner: AgentStore, read: Callable[[TermIndex], T]) -> T | None:
-        """``read(index)`` on the current index, built first if need be (under ``owner``'s
-        write lock: no commit lands meanwhile); None when there is none (turned off, or the
+        """``read(index)`` on the current index, built first if need be (in the store
+        owner's turn: no commit lands meanwhile); None when there is none (turned off, or the
         build failed: the caller takes the SPARQL path)."""
         if not ENABLED:
             return None
@@ -305,7 +305,7 @@ class TermIndexes:
             index = self.index
             if index is not None and index.generation == self.generation:
                 return read(index)
-        with owner._write_lock, owner._users.hold():
+        with owner.turn(), owner._users.hold():
             generation = self.generation
             try:
                 fresh = build(owner._reads(), generation)
@@ -313,7 +313,7 @@ class TermIndexes:
                 return None
             with self.lock:
                 self.builds += 1
-                if self.generation != generation:  # pragma: no cover - the write lock is held
+                if self.generation != generation:  # pragma: no cover - the turn is held
                     return None
                 self.index = fresh
                 return read(fresh)
