@@ -391,6 +391,20 @@ class MemoryManager:
             store_timeout=cfg.store_timeout,
         )
 
+    @property
+    def store(self) -> MemoryStore:
+        """The agent's open store, through the storage package's interface
+        (``memory_rdf._oxigraph.MemoryStore``): the seam for tests and tools that work below
+        the manager (plant a link's strength, check a store's kind or its lease holder).
+        Not part of SPEC §4's contract: the interface may change with the storage package,
+        and a write through it skips the manager's checks and queue. To read an agent, prefer
+        :meth:`sparql`, :meth:`stats` and :mod:`memory_rdf.inspect`.
+
+        Raises:
+            MemoryClosedError: the manager is closed, or not initialized yet.
+        """
+        return self._check_open()
+
     def _check_open(self) -> MemoryStore:
         if self.closed:
             raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")
