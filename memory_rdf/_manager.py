@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import threading
 import time
 import uuid
-from collections.abc import Generator, Sequence, Set
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import fields
@@ -20,6 +19,19 @@ from typing import Any, TypeVar
 
 from memory_rdf import _vocab as V
 from memory_rdf._agents import default_data_dir, validate_agent_id
+from memory_rdf._arguments import (
+    RecallArgs,
+    check_bool,
+    check_config,
+    check_embedder,
+    check_endpoint,
+    check_page,
+    check_remember_chars,
+    node_ids,
+    query_text,
+    recall_args,
+    resolve_model,
+)
 from memory_rdf._calls import (
     AwaitCall,
     Backoff,
@@ -35,7 +47,6 @@ from memory_rdf._config import Config
 from memory_rdf._embedders import Embedder
 from memory_rdf._exceptions import (
     InvalidInputError,
-    InvalidTypeError,
     MemoryClosedError,
     MemoryRDFError,
     StoreError,
@@ -61,7 +72,8 @@ from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, c
 from memory_rdf._remember import Rememberer, SegmentationFailed
 from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
-from memory_rdf._search import Searcher, Seed, fuse
+from memory_rdf._search import Searcher
+from memory_rdf._seeding import Seeder
 from memory_rdf._text import significant_keywords
 from memory_rdf._types import (
     SmallModel,
@@ -71,91 +83,15 @@ from memory_rdf._types import (
 )
 from memory_rdf._vectors import QUERY_WAIT, Vectors
 
-ENTRIES = ("focus", "keywords", "both", "semantic")
-#: Semantic entry (SPEC §5.7): nodes whose similarity to the query is below this never count
-#: as close in meaning (cosine). With all-MiniLM-L6-v2, "hotel" and a sentence about a ryokan
-#: score 0.31, unrelated sentences 0.13-0.14 (benchmarks' MiniLM, 2026-11-28).
-MIN_SIMILARITY = 0.2
-#: Semantic entry: nodes looked up as close in meaning, per seed of the entry
-#: (``Config.max_entry_nodes`` seeds; the others still match when the walk reaches them).
-SEMANTIC_CANDIDATES = 3
 #: The longest journalled remember resumed at open whatever the Config says (issue 33 F8: a
 #: 5 MB task planted in a store became 12,861 nodes); a larger max_remember_chars raises it.
 OPEN_TASK_CHARS = 1_000_000
-#: Most keywords, and most relations, one recall (or memories()) accepts (issue 17: 10,000
-#: keywords crashed the engine; what is accepted costs time linear in the count).
-RECALL_KEYWORDS_MAX = 1_000
-RECALL_RELATIONS_MAX = 1_000
-#: Most characters of all keywords and relations of one recall together.
-RECALL_CHARS_MAX = 20_000
 T = TypeVar("T")
-#: A node id as this library makes it (``new_node_id``, SPEC §2: a UUID in hex), in any case.
-_NODE_ID = re.compile(r"[0-9a-fA-F]{32}")
-#: What an id looks like, for the error that refuses a string that cannot be one.
-ID_SHAPE = ("ids are 32 hex digits, like 0193f1c2a4b87c2e9d1f3a5b6c7d8e9f (the id field of "
-            "memories(), the first column of `memory-rdf memories`)")
 #: Seconds an automatic compression slice first waits before it looks again whether the read
 #: mirror's build has ended; each wait doubles, up to MIRROR_WAIT_MAX (a process of many agents
 #: opening at once would otherwise step each waiting slice ten times a second).
 MIRROR_WAIT = 0.1
 MIRROR_WAIT_MAX = 1.0
-
-
-def _node_ids(ids: object) -> list[str]:
-    """forget()'s ``ids``: a list (or tuple, set) of node id strings (or their ``node:``
-    IRIs), in lower case (ids are hex: ``0193F1C2…`` is ``0193f1c2…``), de-duplicated in
-    order. A string that cannot be an id this library makes is bad input, not an unknown id."""
-    if isinstance(ids, str | bytes) or not isinstance(ids, Sequence | Set):
-        raise InvalidTypeError(
-            f"ids must be a list of node id strings (not a bare str), got {type(ids).__name__}"
-        )
-    out: list[str] = []
-    for i in ids:
-        if not isinstance(i, str):
-            raise InvalidTypeError(f"ids must contain str, got {type(i).__name__}")
-        nid = i.strip()
-        for prefix in (V.NODE, "node:"):
-            if nid.startswith(prefix):
-                nid = nid[len(prefix):]
-        if not _NODE_ID.fullmatch(nid):
-            raise InvalidInputError(f"{i!r} is not a memory id: {ID_SHAPE}")
-        out.append(nid.lower())
-    return list(dict.fromkeys(out))
-
-
-def _check_endpoint(endpoint: object, data_dir: object) -> SparqlEndpoint | None:
-    if endpoint is None:
-        return None
-    if not isinstance(endpoint, SparqlEndpoint):
-        raise InvalidTypeError(f"endpoint must be a SparqlEndpoint, got {type(endpoint).__name__}")
-    if data_dir is not None:
-        raise InvalidInputError("give data_dir or endpoint, not both (SPEC §8)")
-    return endpoint
-
-
-def _check_embedder(embedder: object) -> Embedder | None:
-    """An embedder (SPEC §5.7): an object with ``embed`` and ``name``; numpy must be there."""
-    if embedder is None:
-        return None
-    if not callable(getattr(embedder, "embed", None)) or not hasattr(embedder, "name"):
-        raise InvalidTypeError(
-            "embedder must implement Embedder (embed(texts), name, dimension), got "
-            f"{type(embedder).__name__}")
-    from memory_rdf._vectors import numpy
-
-    numpy()  # a clear error now, not at the first remember
-    return embedder  # type: ignore[return-value]
-
-
-def _resolve_model(model: SmallModel | None) -> SmallModel:
-    from memory_rdf.small_model import HeuristicModel
-
-    if model is None:
-        return HeuristicModel()
-    for name in ("segment", "process", "relation"):
-        if not callable(getattr(model, name, None)):
-            raise InvalidTypeError(f"model must implement SmallModel: {name}() is missing")
-    return model
 
 
 class MemorySystem:
@@ -186,14 +122,13 @@ class MemorySystem:
         endpoint: SparqlEndpoint | None = None,
         embedder: Embedder | None = None,
     ) -> None:
-        if config is not None and not isinstance(config, Config):
-            raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
-        self.endpoint = _check_endpoint(endpoint, data_dir)
+        check_config(config)
+        self.endpoint = check_endpoint(endpoint, data_dir)
         #: The embedding model of the semantic entry (SPEC §5.7), None: lexical entries only.
-        self.embedder = _check_embedder(embedder)
+        self.embedder = check_embedder(embedder)
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.config = config or Config()
-        self.model = _resolve_model(model)
+        self.model = resolve_model(model)
         apply_model_timeout(self.model, self.config.model_timeout)  # SPEC §4
         self._scheduler = Scheduler()
         self._agents: dict[str, MemoryManager] = {}
@@ -214,8 +149,7 @@ class MemorySystem:
                 process holds it).
         """
         validate_agent_id(agent_id)
-        if config is not None and not isinstance(config, Config):
-            raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
+        check_config(config)
         with self._lock:
             if self._closed:
                 raise MemoryClosedError("the memory system is closed")
@@ -275,10 +209,6 @@ class MemorySystem:
         self.close()
 
 
-#: A recall's checked arguments: keywords, relations, depth, entry, limit, max_chars.
-_RecallArgs = tuple[list[str], list[str] | None, int, str, int, int | None]
-
-
 class MemoryManager:
     """The long-term memory of one agent.
 
@@ -301,10 +231,9 @@ class MemoryManager:
         embedder: Embedder | None = None,
     ) -> None:
         self.agent_id = validate_agent_id(agent_id)
-        if config is not None and not isinstance(config, Config):
-            raise InvalidTypeError(f"config must be a Config, got {type(config).__name__}")
+        check_config(config)
         self.config = config or (system.config if system else Config())
-        _check_endpoint(endpoint, data_dir)
+        check_endpoint(endpoint, data_dir)
         if system is not None and endpoint is not None and system.endpoint is not endpoint:
             raise InvalidInputError("endpoint: give it to the MemorySystem, not to its agents")
         if system is None:
@@ -314,13 +243,13 @@ class MemoryManager:
         else:
             self._system = system
             self._owns_system = False
-        self.model = self._system.model if model is None else _resolve_model(model)
+        self.model = self._system.model if model is None else resolve_model(model)
         if self.model is not self._system.model:  # the system's model has the system's timeout
             apply_model_timeout(self.model, self.config.model_timeout)
         self.endpoint = self._system.endpoint
         #: The embedding model of the semantic entry (SPEC §5.7): this manager's, else the
         #: system's; None: lexical entries only, exactly as without embeddings.
-        self.embedder = _check_embedder(embedder) or self._system.embedder
+        self.embedder = check_embedder(embedder) or self._system.embedder
         self._vectors: Vectors | None = None
         base = Path(data_dir) if data_dir is not None else self._system.data_dir
         self.path = base / self.agent_id  # unused for an endpoint agent
@@ -374,6 +303,8 @@ class MemoryManager:
                 if self.embedder is not None:
                     self._vectors = Vectors(store, self._nodes, self.embedder, self.agent_id)
                     self._compressor.on_flush = self._vectors.stale
+                self._seeder = Seeder(cfg, self._focus, self._nodes, self._searcher,
+                                      self._metadata, self._vectors)
                 self._system._scheduler.add_agent(
                     Agent(self.agent_id, make_slice=self._make_auto_slice,
                           on_idle=self._on_idle)
@@ -460,6 +391,20 @@ class MemoryManager:
             store_timeout=cfg.store_timeout,
         )
 
+    @property
+    def store(self) -> MemoryStore:
+        """The agent's open store, through the storage package's interface
+        (``memory_rdf._oxigraph.MemoryStore``): the seam for tests and tools that work below
+        the manager (plant a link's strength, check a store's kind or its lease holder).
+        Not part of SPEC §4's contract: the interface may change with the storage package,
+        and a write through it skips the manager's checks and queue. To read an agent, prefer
+        :meth:`sparql`, :meth:`stats` and :mod:`memory_rdf.inspect`.
+
+        Raises:
+            MemoryClosedError: the manager is closed, or not initialized yet.
+        """
+        return self._check_open()
+
     def _check_open(self) -> MemoryStore:
         if self.closed:
             raise MemoryClosedError(f"memory of agent {self.agent_id!r} is closed")
@@ -492,11 +437,7 @@ class MemoryManager:
         msgs = coerce_messages(messages)
         store = self._check_open()
         text = messages_to_text(msgs)
-        if len(text) > self.config.max_remember_chars:
-            raise InvalidInputError(
-                f"one remember() may hold {self.config.max_remember_chars:,} characters "
-                f"(Config.max_remember_chars), got {len(text):,}: remember long texts in parts"
-            )
+        check_remember_chars(text, self.config.max_remember_chars)
         scheduler = self._system._scheduler
         # A queue slot is reserved first (under the scheduler's lock, briefly): no recall can
         # take it while the journal write runs, outside that lock, so a full queue stores
@@ -712,8 +653,8 @@ class MemoryManager:
                 recall was waiting behind).
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
-        args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
-        text = self._query_text(keywords, query, args[3])
+        args = recall_args(self.config, keywords, relations, depth, entry, limit, max_chars)
+        text = query_text(keywords, query, args[3], self.embedder)
         window = _window(since, until)
         seconds = check_timeout(timeout, zero=True)
         self._check_open()
@@ -732,32 +673,6 @@ class MemoryManager:
                     args, window, inline, qvec)):
                 return inline.result()
         return self._result(self._submit_recall(args, window, None, qvec), seconds, "recall")
-
-    def _query_text(self, keywords: object, query: object, entry: str) -> str | None:
-        """The text whose vector seeds the semantic entry: ``query``, else the keywords
-        joined; None when the recall has no semantic entry (no embedder, or entry "focus" or
-        "keywords"). Bad ``query`` raises; "semantic" without an embedder raises."""
-        if query is not None:
-            if not isinstance(query, str):
-                raise InvalidTypeError(f"query must be a str or None, got {type(query).__name__}")
-            if len(query) > RECALL_CHARS_MAX:
-                raise InvalidInputError(
-                    f"query may hold {RECALL_CHARS_MAX:,} characters, got {len(query):,}")
-            try:
-                query.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidInputError("query must be valid Unicode") from None
-        if entry == "semantic" and self.embedder is None:
-            raise InvalidInputError(
-                "entry='semantic' needs an embedder: MemoryManager(..., embedder="
-                "OpenAIEmbedder(...)) (see docs/embeddings.md)")
-        if self.embedder is None or entry not in ("semantic", "both"):
-            return None
-        text = query.strip() if isinstance(query, str) else ""
-        if not text:
-            assert isinstance(keywords, Sequence)
-            text = " ".join(k.strip() for k in keywords if isinstance(k, str) and k.strip())
-        return text or None
 
     def _result(self, future: Future[T], timeout: float | None, what: str) -> T:
         """Wait for a queued task's result; on timeout, cancel it and say what it waited for."""
@@ -819,15 +734,15 @@ class MemoryManager:
         raise at the call). With ``timeout``, the future fails with ``TimeoutError`` when the
         recall has not finished by then (and the recall is dropped if it has not started).
         The query's vector (semantic entry) is made in a model-call thread."""
-        args = self._recall_args(keywords, relations, depth, entry, limit, max_chars)
-        text = self._query_text(keywords, query, args[3])
+        args = recall_args(self.config, keywords, relations, depth, entry, limit, max_chars)
+        text = query_text(keywords, query, args[3], self.embedder)
         window = _window(since, until)
         seconds = check_timeout(timeout, zero=True)
         self._check_open()
         return self._submit_recall(args, window, seconds, text=text)
 
     def _submit_recall(
-        self, args: _RecallArgs,
+        self, args: RecallArgs,
         window: Window | None, seconds: float | None, qvec: Any = None, *,
         text: str | None = None,
     ) -> Future[str]:
@@ -843,7 +758,7 @@ class MemoryManager:
         return future
 
     def _recall_task(
-        self, args: _RecallArgs,
+        self, args: RecallArgs,
         window: Window | None, future: Future[str], qvec: Any = None, *,
         text: str | None = None,
     ) -> Task:
@@ -880,82 +795,6 @@ class MemoryManager:
         )
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
 
-    def _recall_args(
-        self,
-        keywords: object,
-        relations: object,
-        depth: object,
-        entry: object,
-        limit: object = None,
-        max_chars: object = None,
-    ) -> _RecallArgs:
-        if isinstance(keywords, str | bytes) or not isinstance(keywords, Sequence):
-            raise InvalidTypeError(
-                f"keywords must be a list of str (not a bare str), got {type(keywords).__name__}"
-            )
-        if len(keywords) > RECALL_KEYWORDS_MAX:
-            raise InvalidInputError(
-                f"at most {RECALL_KEYWORDS_MAX:,} keywords are accepted, got {len(keywords):,}"
-            )
-        kws: list[str] = []
-        for k in keywords:
-            if not isinstance(k, str):
-                raise InvalidTypeError(f"keywords must contain str, got {type(k).__name__}")
-            if k.strip():
-                kws.append(k.strip())
-        rels: list[str] | None = None
-        if relations is not None:
-            if isinstance(relations, str | bytes) or not isinstance(relations, Sequence):
-                raise InvalidTypeError(
-                    f"relations must be None or a list of str, got {type(relations).__name__}"
-                )
-            if len(relations) > RECALL_RELATIONS_MAX:
-                raise InvalidInputError(
-                    f"at most {RECALL_RELATIONS_MAX:,} relations are accepted, "
-                    f"got {len(relations):,}"
-                )
-            rels = []
-            for r in relations:
-                if not isinstance(r, str):
-                    raise InvalidTypeError(f"relations must contain str, got {type(r).__name__}")
-                rels.append(r)
-        if depth is None:
-            depth = self.config.default_search_depth
-        if isinstance(depth, bool) or not isinstance(depth, int):
-            raise InvalidTypeError(f"depth must be an int, got {type(depth).__name__}")
-        if depth < 0:
-            raise InvalidInputError(f"depth must be >= 0, got {depth}")
-        if entry not in ENTRIES:
-            raise InvalidInputError(f"entry must be one of {ENTRIES}, got {entry!r}")
-        if limit is None:
-            limit = self.config.max_search_results
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidTypeError(f"limit must be an int or None, got {type(limit).__name__}")
-        if limit < 0:
-            raise InvalidInputError(f"limit must be >= 0 (0 = unlimited), got {limit}")
-        if max_chars is None:
-            max_chars = self.config.recall_max_chars
-        elif isinstance(max_chars, bool) or not isinstance(max_chars, int):
-            raise InvalidTypeError(
-                f"max_chars must be an int or None, got {type(max_chars).__name__}"
-            )
-        elif max_chars < 0:
-            raise InvalidInputError(f"max_chars must be >= 0 (0 = unlimited), got {max_chars}")
-        elif max_chars == 0:
-            max_chars = None
-        chars = sum(len(t) for t in kws) + sum(len(r) for r in rels or [])
-        if chars > RECALL_CHARS_MAX:
-            raise InvalidInputError(
-                f"keywords and relations may hold {RECALL_CHARS_MAX:,} characters together, "
-                f"got {chars:,}"
-            )
-        for text in [*kws, *(rels or [])]:
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidInputError("keywords and relations must be valid Unicode") from None
-        return kws, rels, depth, str(entry), limit, max_chars
-
     def _recall_now(
         self,
         keywords: list[str],
@@ -968,67 +807,14 @@ class MemoryManager:
         window: Window | None = None,
         qvec: Any = None,
     ) -> str:
-        """Seed the walk (SPEC §5.4 step 2, §5.5), run it, rank and cut the results (§5.4 v2).
-
-        ``entry="focus"``: the focus nodes at 1.0, ranks 0 … f-1 newest first (§5.4 exactly).
-        ``"keywords"``: the keyword entry's seeds (BM25 over the term index, strength = score ÷
-        best score). ``"both"``: the focus seeds, then the keyword seeds ranked after them, so
-        ties go to the focus. With ``Config(keyword_index=False)`` nodes carry no index terms,
-        so the keyword entry finds nothing: ``"keywords"`` recalls ``""`` and ``"both"`` is
-        ``"focus"`` (terms left by an earlier indexed run are not used either), and every
-        keyword weighs the same in the ranking.
-        """
+        """Seed the walk (SPEC §5.4 step 2, §5.5, §5.7: :meth:`Seeder.seeds
+        <memory_rdf._seeding.Seeder.seeds>`), run it, rank and cut the results (§5.4 v2)."""
         self._check_open()
         keywords = significant_keywords(keywords)  # SPEC §5.4 v3 rule 4: stop words left out
-        similar: dict[str, float] | None = None
-        meaning: list[Seed] = []
-        if entry in ("semantic", "both") and self._vectors is not None and qvec is not None:
-            # SPEC §5.7: the nodes nearest the query's meaning seed the walk and match it.
-            k = self.config.max_entry_nodes
-            found = [(n, s) for n, s in self._vectors.nearest(qvec, SEMANTIC_CANDIDATES * k)
-                     if s >= MIN_SIMILARITY]
-            similar = dict(found)
-            if found:
-                best = found[0][1]
-                meaning = [Seed(n, s / best, i) for i, (n, s) in enumerate(found[:k])]
-        elif entry == "semantic":
-            entry = "both"  # the embedder failed: the lexical entries answer (logged once)
-        seeds: list[Seed] = []
-        if entry in ("focus", "both"):
-            seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(self._focus.ids())]
-        # Pinned nodes seed every recall at 1.0, ranked after the focus (SPEC §5.4 v3).
-        seeded = {s.node for s in seeds}
-        pinned = [nid for nid in self._nodes.pinned() if nid not in seeded]
-        seeds += [Seed(nid, 1.0, len(seeds) + i) for i, nid in enumerate(pinned)]
-        lexical: list[Seed] = []
-        if entry in ("keywords", "both") and self.config.keyword_index:
-            lexical = self._searcher.keyword_seeds(
-                keywords,
-                self.config.max_entry_nodes,
-                first_rank=len(seeds),
-                generation=self._metadata.node_sequence,
-            )
-        if similar is None:
-            seeds += lexical
-        elif entry == "semantic":
-            seeds += [Seed(s.node, s.strength, len(seeds) + s.rank) for s in meaning]
-        else:  # "both": keyword and semantic seeds fused by reciprocal rank (SPEC §5.7)
-            seeds += fuse([lexical, meaning], len(seeds), 2 * self.config.max_entry_nodes)
-        weights: list[float] | None = None
-        if seeds and len(keywords) >= 2:
-            if self.config.keyword_index:
-                weights = self._searcher.keyword_weights(keywords, self._metadata.node_sequence)
-            else:
-                weights = [1.0] * len(keywords)
-        vectors = self._vectors
-
-        def similarity(ids: Sequence[str]) -> dict[str, float]:
-            index = vectors.index if vectors is not None else None
-            return index.similarity(qvec, ids) if index is not None else {}
-
+        start = self._seeder.seeds(keywords, entry, qvec)
         return self._searcher.recall(
-            seeds, keywords, relations, depth, limit, max_chars, weights=weights, window=window,
-            similar=similar, similarity=similarity if similar is not None else None,
+            start.seeds, keywords, relations, depth, limit, max_chars, weights=start.weights,
+            window=window, similar=start.similar, similarity=start.similarity,
         )
 
     # -- listing and forgetting on request (SPEC §5.6) -------------------------------------------
@@ -1069,19 +855,11 @@ class MemoryManager:
             TimeoutError: not done within ``timeout`` seconds.
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
-        kws = None if keywords is None else self._recall_args(keywords, None, 0, "focus")[0]
+        kws = None if keywords is None else recall_args(
+            self.config, keywords, None, 0, "focus")[0]
         window = _window(since, until)
         timeout = check_timeout(timeout, zero=True)
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int)
-        ):
-            raise InvalidTypeError(f"limit must be an int or None, got {type(limit).__name__}")
-        if limit is not None and limit < 1:
-            raise InvalidInputError(f"limit must be >= 1 (or None for all), got {limit}")
-        if isinstance(offset, bool) or not isinstance(offset, int):
-            raise InvalidTypeError(f"offset must be an int, got {type(offset).__name__}")
-        if offset < 0:
-            raise InvalidInputError(f"offset must be >= 0, got {offset}")
+        limit, offset = check_page(limit, offset)
         self._check_open()
 
         def start() -> Generator[Backoff, None, list[dict[str, Any]]]:
@@ -1126,9 +904,8 @@ class MemoryManager:
             TimeoutError: not done within ``timeout`` seconds.
             QueueFullError, MemoryClosedError: see :class:`MemoryManager`.
         """
-        wanted = _node_ids(ids)
-        if not isinstance(purge, bool):
-            raise InvalidTypeError(f"purge must be a bool, got {type(purge).__name__}")
+        wanted = node_ids(ids)
+        check_bool("purge", purge)
         timeout = check_timeout(timeout, zero=True)
         self._check_open()
 
@@ -1197,7 +974,7 @@ class MemoryManager:
         return self._set_pinned(ids, False, timeout)
 
     def _set_pinned(self, ids: Sequence[str], pinned: bool, timeout: float | None) -> int:
-        wanted = _node_ids(ids)
+        wanted = node_ids(ids)
         timeout = check_timeout(timeout, zero=True)
         self._check_open()
 

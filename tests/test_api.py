@@ -30,6 +30,7 @@ from memory_rdf import (
 )
 from memory_rdf import _vocab as V
 
+from _graph import journalled
 from helpers import (
     FAST,
     HEAVY_COUNT,
@@ -82,7 +83,7 @@ def test_bad_messages_raise_at_the_call_and_store_nothing(
     after = mem.stats()
     assert after["nodes"] == before["nodes"] == 0
     assert after["pending_tasks"] == 0 and after["failed_tasks"] == 0
-    assert mem._journal.tasks() == []  # nothing journalled either
+    assert journalled(mem) == []  # nothing journalled either
 
 
 def test_message_type_validates_itself() -> None:
@@ -301,6 +302,27 @@ def test_use_after_close_raises(data_dir: Path, model: ScriptedModel) -> None:
     assert isinstance(MemoryClosedError("x"), RuntimeError)
 
 
+def test_the_store_seam_is_the_open_store_and_closes_with_the_manager(
+    data_dir: Path, model: ScriptedModel
+) -> None:
+    """``MemoryManager.store``: the agent's store through the storage package's interface
+    (what tests and tools below the manager use instead of private attributes), only while
+    the manager is open."""
+    from memory_rdf._oxigraph import AgentStore, MemoryStore
+
+    mem = MemoryManager("s", data_dir=data_dir, config=FAST, model=model)
+    with pytest.raises(MemoryClosedError, match="initialize"):
+        _ = mem.store
+    with mem:
+        store = mem.store
+        assert isinstance(store, MemoryStore) and isinstance(store, AgentStore)
+        assert store is mem.store and store.path is not None and store.path.name == "s"
+        remember(mem, "seen through the seam")
+        assert store.ask(f"ASK {{ ?n {V.CONTENT} ?c }}")
+    with pytest.raises(MemoryClosedError, match="closed"):
+        _ = mem.store
+
+
 def test_store_held_elsewhere_raises_store_locked(data_dir: Path, model: ScriptedModel) -> None:
     with MemoryManager("held", data_dir=data_dir, config=FAST, model=model):
         other = MemoryManager("held", data_dir=data_dir, config=FAST, model=model)
@@ -353,8 +375,7 @@ def test_full_queue_raises_and_journals_nothing(make_manager, model: ScriptedMod
         except QueueFullError:
             refused += 1
     assert refused >= 1
-    journalled = len(mem._journal.tasks())
-    assert journalled <= accepted
+    assert len(journalled(mem)) <= accepted
     assert mem.wait_idle(60)
     assert mem.stats()["nodes"] == accepted
 
@@ -496,14 +517,13 @@ def test_a_refused_remember_is_never_stored_even_racing_recalls(
     assert refused and accepted
     stored = {r["c"] for r in mem.sparql("SELECT ?c WHERE { ?n memory:content ?c }")}  # type: ignore[index,union-attr]
     assert stored == set(accepted)
-    assert mem._journal.tasks() == []
+    assert journalled(mem) == []
 
 
 def test_the_writer_flushes_memtables_as_writes_pile_up(mem: MemoryManager) -> None:
     """RocksDB keeps writes in memory until a flush: the store flushes after every
     FLUSH_AFTER_BYTES of updates, so a long-running writer's memory stays bounded."""
-    store = mem._store
-    assert store is not None
+    store = mem.store
     store.FLUSH_AFTER_BYTES = 20_000  # type: ignore[misc]
     for i in range(20):
         remember(mem, f"memory number {i} | its neighbour {i}")

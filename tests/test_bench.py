@@ -287,18 +287,21 @@ def test_the_sqlite_peer_answers_both_from_the_library_s_keyword_seeds(tmp_path:
     from benchmarks.suite import _same_ranked
     from memory_rdf import Templates
 
+    from _graph import KeywordEntry
+
     generate(tmp_path / "agent", 600, decay=120, forgotten=0.05)
     config = Config(auto_compress=False,
                     templates=Templates(memory="[记忆] {content}", language="zh"))
     with MemoryManager("agent", data_dir=tmp_path, config=config, model=FastModel()) as mem:
-        snapshot = Snapshot.read(mem._store, config.link_break_threshold,  # type: ignore[arg-type]
+        snapshot = Snapshot.read(mem.store, config.link_break_threshold,  # type: ignore[arg-type]
                                  config.templates)
         peer = SqlitePeer()
-        peer.load(snapshot, mem._store, tmp_path)  # type: ignore[arg-type]
+        peer.load(snapshot, mem.store, tmp_path)  # type: ignore[arg-type]
+        entry = KeywordEntry(mem)
         try:
             asked = 0
             for keywords in (["login"], ["登录", "数据库"], ["login", "支付"], ["deploy"]):
-                library = mem._searcher.keyword_seeds(keywords, 10)
+                library = entry.seeds(keywords, 10)
                 seeds = peer.keyword_seeds(keywords, 10)
                 assert [n for n, _ in seeds] == [s.node for s in library], keywords
                 assert [w for _, w in seeds] == pytest.approx([s.strength for s in library])

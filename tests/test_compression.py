@@ -177,14 +177,31 @@ def test_compressed_node_gets_new_phrase_keywords_and_terms(make_manager) -> Non
     assert "keeper" in terms and "dropped" not in terms
 
 
+def _compressor(mem: MemoryManager) -> Any:
+    """A compressor over the agent's store (:attr:`MemoryManager.store`), built as the
+    manager builds its own: its scan order is the store's."""
+    from memory_rdf._compression import Compressor
+    from memory_rdf._focus import FocusManager
+    from memory_rdf._links import LinkStore
+    from memory_rdf._nodes import NodeStore
+
+    store, cfg = mem.store, mem.config
+    return Compressor(
+        store=store, nodes=NodeStore(store), links=LinkStore(store, cfg.link_break_threshold),
+        focus=FocusManager(store, cfg.focus_limit), config=cfg, model=mem.model,
+        fallback=mem.model, user_waiting=lambda: False,
+    )
+
+
 def test_scan_order_follows_scan_count_then_age(make_manager) -> None:
     mem = make_manager(config=FAST.replace(focus_limit=1, compression_batch_size=2))
     remember(mem, "n1 long text | n2 long text | n3 long text | n4 long text")
-    order = mem._compressor.next_batch(10)
+    compressor = _compressor(mem)
+    order = compressor.next_batch(10)
     names = {v: k for k, v in ids_by_content(mem).items()}
     assert [names[i] for i in order] == ["n1 long text", "n2 long text", "n3 long text"]
     mem.run_compression_slice()  # n1, n2
-    assert [names[i] for i in mem._compressor.next_batch(10)] == [
+    assert [names[i] for i in compressor.next_batch(10)] == [
         "n3 long text", "n1 long text", "n2 long text"
     ]
     # the index answer equals the sorted query's
@@ -192,8 +209,8 @@ def test_scan_order_follows_scan_count_then_age(make_manager) -> None:
         "SELECT ?n WHERE { ?n memory:scanOrder ?k FILTER NOT EXISTS { "
         "<https://w3id.org/memory-rdf/focus> memory:member ?n } } ORDER BY ?k"
     )
-    assert [r["n"].rsplit("/", 1)[1] for r in sorted_rows] == mem._compressor.next_batch(10)  # type: ignore[index,union-attr]
-    assert mem._compressor.index_fallbacks == 0  # endpoints get the ORDER BY form at once
+    assert [r["n"].rsplit("/", 1)[1] for r in sorted_rows] == compressor.next_batch(10)  # type: ignore[index,union-attr]
+    assert compressor.index_fallbacks == 0  # endpoints get the ORDER BY form at once
 
 
 def test_next_batch_skips_focus_nodes_first_in_scan_order(make_manager) -> None:
@@ -204,7 +221,7 @@ def test_next_batch_skips_focus_nodes_first_in_scan_order(make_manager) -> None:
     names = {v: k for k, v in ids_by_content(mem).items()}
     assert {names[i] for i in mem.stats()["focus"]} == {"n4 long text", "n5 long text"}
     mem.run_compression_slice()  # n1, n2, n3 scanned once: the focus nodes now lead
-    assert [names[i] for i in mem._compressor.next_batch(2)] == ["n1 long text", "n2 long text"]
+    assert [names[i] for i in _compressor(mem).next_batch(2)] == ["n1 long text", "n2 long text"]
 
 
 def test_time_slice_ends_a_slice(make_manager, model: ScriptedModel) -> None:

@@ -167,8 +167,7 @@ def test_a_text_literal_of_another_form_is_replaced_too(tmp_path: Path) -> None:
         node = iri_ref(V.NODE + ids_by_content(mem)[x])
         batch = WriteBatch()
         batch.insert([triple(node, V.KEYWORD, str(Literal("hotel", language="en")))])
-        assert mem._store is not None
-        mem._store.commit(batch)
+        mem.store.commit(batch)
         assert mem.run_compression_slice()["compressed"] == 1
         rows_ = mem.sparql(f"SELECT ?p ?o WHERE {{ {node} ?p ?o }}")
         got = {(r["p"].rsplit("#", 1)[1], r["o"]) for r in rows_}  # type: ignore[index,union-attr]

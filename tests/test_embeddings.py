@@ -303,7 +303,7 @@ def test_forget_takes_the_vector_and_purge_erases_its_bytes(
         assert mem.forget([deploy_id]) == 1
         assert deploy_id not in str(_vector_lines(backup.export("trip", data_dir)))
         assert mem.stats()["vectors"] == 2
-        mem._store.flush()  # type: ignore[union-attr]  # as a long-running agent would have
+        mem.store.flush()  # as a long-running agent would have
         assert _files_holding(data_dir / "trip", stored[ryokan_id])
         assert mem.forget([ryokan_id], purge=True) == 1
         assert _files_holding(data_dir, stored[ryokan_id]) == []

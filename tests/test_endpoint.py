@@ -81,7 +81,7 @@ def select(server: Server, query: str) -> list[dict[str, str]]:
 def test_agent_lives_in_its_named_graphs(server: Server) -> None:
     with server.endpoint() as ep, MemoryManager("ann", endpoint=ep, config=FAST,
                                                 model=ScriptedModel()) as mem:
-        assert isinstance(mem._store, RemoteStore)
+        assert isinstance(mem.store, RemoteStore)
         remember(mem, "JWT login | PostgreSQL orders")
         query = "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }"
         graphs = {r["g"] for r in select(server, query)}
@@ -146,12 +146,13 @@ def test_agents_on_an_endpoint_are_listed(server: Server) -> None:
 
 def test_export_of_an_endpoint_agent_loads_into_an_embedded_store(server: Server,
                                                                    tmp_path: Path) -> None:
+    from memory_rdf import inspect
+
     with server.endpoint() as ep, MemoryManager("exp", endpoint=ep, config=FAST,
                                                 model=ScriptedModel()) as mem:
         remember(mem, "exported memory | second one")
-        assert mem._store is not None
-        nquads = mem._store.dump("nquads", default_graph_only=False)
-        turtle = mem._store.dump("turtle", default_graph_only=True)
+        nquads = inspect.export("exp", ep, format="nquads")
+        turtle = inspect.export("exp", ep, format="turtle")
     assert b"lease" not in nquads and b"memory:content" in turtle
     (tmp_path / "data.nq").write_bytes(nquads)
     store = AgentStore(tmp_path / "data" / "exp")
@@ -198,8 +199,8 @@ def test_second_holder_is_refused_naming_the_first_and_close_releases(server: Se
     with server.endpoint() as ep1, server.endpoint() as ep2:
         first = MemoryManager("shared", endpoint=ep1, config=FAST, model=ScriptedModel())
         first.initialize()
-        assert isinstance(first._store, RemoteStore)
-        holder = first._store.holder
+        assert isinstance(first.store, RemoteStore)
+        holder = first.store.holder
         second = MemoryManager("shared", endpoint=ep2, config=FAST, model=ScriptedModel())
         with pytest.raises(StoreLockedError, match=f"held by {holder}"):
             second.initialize()
@@ -219,7 +220,7 @@ mem = MemoryManager("leased", endpoint=ep, model=ScriptedModel(delay=3600),
                     config=Config(auto_compress=False))
 mem.initialize()
 mem.remember([{{"role": "user", "content": "journalled by the child"}}])
-print("ready", mem._store.holder, flush=True)
+print("ready", mem.store.holder, flush=True)
 time.sleep(3600)
 """
 
@@ -626,7 +627,7 @@ def test_a_recall_that_times_out_while_the_server_is_away_says_so(own_server: Se
         own_server.start()
         assert mem.wait_idle(30)
         assert undated(mem.recall(["outage"])) == "[memory] accepted before the outage"
-        assert mem._store is not None and mem._store.outage() is None  # answered again
+        assert mem.store.outage() is None  # answered again
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from memory_rdf import Config, MemoryManager
 from memory_rdf import _search as search
 from memory_rdf._text import index_terms, tokenize
 
-from _graph import NODE, ids_by_content, set_strength
+from _graph import NODE, KeywordEntry, ids_by_content, set_strength, stored_quads
 from helpers import FAST, ScriptedModel, remember, with_undated_entries
 
 #: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
@@ -46,11 +46,6 @@ def terms_of(mem: MemoryManager) -> dict[str, tuple[set[str], int | None]]:
         if "t" in r:  # type: ignore[operator]
             terms.add(r["t"])  # type: ignore[index]
     return out
-
-
-def _dump(mem: MemoryManager) -> set[str]:
-    assert mem._store is not None
-    return set(mem._store.dump("nquads", default_graph_only=False).decode().splitlines())
 
 
 FILLERS = [f"lunch menu item {i}" for i in range(30)]
@@ -150,9 +145,10 @@ def kafka(make_manager) -> MemoryManager:
     return mem
 
 
-def _seeds(mem: MemoryManager, keywords: list[str], limit: int = 10) -> list[tuple[str, float]]:
+def _seeds(mem: MemoryManager, keywords: list[str], limit: int = 10,
+           entry: KeywordEntry | None = None) -> list[tuple[str, float]]:
     names = {v: k for k, v in ids_by_content(mem).items()}
-    seeds = mem._searcher.keyword_seeds(keywords, limit, generation=mem._metadata.node_sequence)
+    seeds = (entry or KeywordEntry(mem)).seeds(keywords, limit)
     assert [s.rank for s in seeds] == list(range(len(seeds)))
     return [(names[s.node], s.strength) for s in seeds]
 
@@ -286,11 +282,11 @@ def test_the_default_entry_is_both(kafka: MemoryManager, make_manager) -> None:
 
 
 def test_recall_by_keywords_changes_nothing(kafka: MemoryManager) -> None:
-    before = _dump(kafka)
+    before = stored_quads(kafka)
     for entry in ("keywords", "both"):
         for depth in (0, 1, 4):
             kafka.recall(["Kafka", "lunch", "订单"], relations=["上文"], depth=depth, entry=entry)
-    assert _dump(kafka) == before
+    assert stored_quads(kafka) == before
 
 
 @pytest.mark.parametrize(
@@ -308,12 +304,12 @@ def test_recall_by_keywords_changes_nothing(kafka: MemoryManager) -> None:
     ],
 )
 def test_sparql_syntax_in_keywords_is_harmless(kafka: MemoryManager, hostile: str) -> None:
-    before = _dump(kafka)
+    before = stored_quads(kafka)
     for entry in ("keywords", "both"):
         assert kafka.recall([hostile], relations=[hostile], depth=3, entry=entry) == ""
         text = kafka.recall([hostile, "retention"], depth=0, entry=entry)
         assert "[记忆] Kafka retention is seven days" in text
-    assert _dump(kafka) == before
+    assert stored_quads(kafka) == before
 
 
 # -- cost controls ----------------------------------------------------------------------------
@@ -323,7 +319,8 @@ def test_collection_stats_are_cached_until_the_store_grew_a_tenth(make_manager) 
     mem = make_manager()
     for filler in FILLERS[:20]:
         remember(mem, filler)
-    searcher, generation = mem._searcher, mem._metadata.node_sequence
+    entry = KeywordEntry(mem)
+    searcher, generation = entry.searcher, entry.generation
     stats = searcher.collection_stats(generation)
     assert (stats.nodes, stats.avgdl) == (20, 4.0)
     assert searcher.collection_stats(generation) is stats
@@ -365,16 +362,19 @@ def test_frequent_dfs_are_cached_and_new_nodes_still_found(
     kafka: MemoryManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(search, "DF_CACHE_MIN", 5)
-    searcher = kafka._searcher
-    assert len(_seeds(kafka, ["lunch", "retention"])) == 9
+    entry = KeywordEntry(kafka)
+    searcher = entry.searcher
+    assert len(_seeds(kafka, ["lunch", "retention"], entry=entry)) == 9
     assert searcher._frequent_df == {"lunch": 8}  # retention (df 1) is always counted afresh
     remember(kafka, "lunch menu special")  # 15 nodes: 1 ≤ 10% of 14, no refresh yet
     assert searcher._frequent_df == {"lunch": 8}
     # the postings themselves are always read fresh: the new node is a seed at once
     text = kafka.recall(["lunch"], depth=0, entry="keywords")
     assert text.count("[记忆]") == 9 and "[记忆] lunch menu special" in text
+    assert len(_seeds(kafka, ["lunch"], entry=entry)) == 9
     remember(kafka, "more lunch | even more lunch")  # 3 new nodes > 1.4: refreshed
     kafka.recall(["lunch"], depth=0, entry="keywords")
+    _seeds(kafka, ["lunch"], entry=entry)
     assert searcher._frequent_df == {"lunch": 11}
 
 

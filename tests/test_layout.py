@@ -55,3 +55,29 @@ def test_the_check_sees_top_level_and_lazy_imports() -> None:
 def test_no_storage_module_is_over_800_lines(module: str) -> None:
     lines = len((PACKAGE / module).read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"_oxigraph/{module} has {lines} lines: split it by concern"
+
+
+#: The modules outside storage already past ~800 lines (issue 36), each held to its size
+#: today plus a little room: split them by concern rather than raise a ceiling. Every other
+#: module of memory_rdf is held to MAX_LINES.
+LARGE = {"cli.py": 1650, "_manager.py": 1250, "_remote.py": 1000,
+         "small_model/_heuristic.py": 950}
+
+
+@pytest.mark.parametrize("module", sorted(
+    str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py") if PACKAGE not in p.parents))
+def test_no_module_grows_past_its_ceiling(module: str) -> None:
+    lines = len((ROOT / module).read_text(encoding="utf-8").splitlines())
+    ceiling = LARGE.get(module, MAX_LINES)
+    assert lines <= ceiling, f"{module} has {lines} lines (at most {ceiling}): split it by concern"
+
+
+def test_the_public_api_checks_its_arguments_in_one_room() -> None:
+    # issue 36: the argument checks of MemoryManager/MemorySystem live in _arguments.py and
+    # recall's seeding in _seeding.py; the manager calls them and keeps the orchestration
+    manager = (ROOT / "_manager.py").read_text(encoding="utf-8")
+    for moved in ("def _recall_args", "def _node_ids", "def _check_endpoint",
+                  "def _resolve_model", "def _query_text", "RECALL_KEYWORDS_MAX =",
+                  "MIN_SIMILARITY =", "keyword_seeds(", "fuse("):
+        assert moved not in manager, f"{moved!r} is back in _manager.py"
+    assert "recall_args(" in manager and "Seeder(" in manager

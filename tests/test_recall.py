@@ -10,7 +10,7 @@ import pytest
 from memory_rdf import Config, MemoryManager, Templates
 from memory_rdf._text import is_cjk_text
 
-from _graph import set_strength
+from _graph import set_strength, stored_quads
 from helpers import FAST, ScriptedModel, remember, undated
 
 #: Each test runs on an embedded store and on a loopback Oxigraph server (SPEC §8).
@@ -212,17 +212,12 @@ def test_english_templates(make_manager) -> None:
     )
 
 
-def _dump(mem: MemoryManager) -> set[str]:
-    assert mem._store is not None
-    return set(mem._store.dump("nquads", default_graph_only=False).decode().splitlines())
-
-
 def test_recall_changes_nothing(forgot: MemoryManager) -> None:
-    before = _dump(forgot)
+    before = stored_quads(forgot)
     for depth in (0, 1, 2, 5):
         forgot.recall([], depth=depth)
         forgot.recall(["root", "text"], relations=["上文"], depth=depth)
-    assert _dump(forgot) == before
+    assert stored_quads(forgot) == before
 
 
 @pytest.mark.parametrize(
@@ -238,10 +233,10 @@ def test_recall_changes_nothing(forgot: MemoryManager) -> None:
     ],
 )
 def test_sparql_syntax_in_keywords_is_harmless(star: MemoryManager, hostile: str) -> None:
-    before = _dump(star)
+    before = stored_quads(star)
     assert undated(star.recall([hostile], relations=[hostile], depth=3)) == ""
     assert undated(star.recall([hostile, "x1"], depth=3)) == entries("x1")
-    assert _dump(star) == before
+    assert stored_quads(star) == before
 
 
 def test_recall_after_remember_sees_it_without_waiting(mem: MemoryManager) -> None:

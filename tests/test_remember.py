@@ -279,7 +279,7 @@ def test_a_ctrl_c_during_the_journal_write_is_raised_once_the_remember_is_queued
     processed in this session (it was journalled), and the KeyboardInterrupt is raised once
     it is, its note saying so; nothing is left in the journal."""
     with MemoryManager("agent", data_dir=data_dir, config=FAST, model=model) as mem:
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore)
         real = store._store
         assert real is not None
@@ -307,7 +307,7 @@ def test_a_ctrl_c_while_remember_waits_for_the_write_lock_raises_with_nothing_st
     import time
 
     with MemoryManager("agent", data_dir=data_dir, config=FAST, model=model) as mem:
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore)
         taken, done = threading.Event(), threading.Event()
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from memory_rdf import MemoryManager
-from memory_rdf._inspect import validate
+from memory_rdf import MemoryManager, inspect
+from memory_rdf import _vocab as V
+from memory_rdf._oxigraph import WriteBatch, link_ref, lit, node_ref, triple
 
+from _graph import where
 from helpers import FAST, ScriptedModel, remember
 
 
 def assert_conforms(mem: MemoryManager) -> None:
-    conforms, report = validate(mem._store)  # type: ignore[arg-type]
+    conforms, report = inspect.validate(mem.agent_id, where(mem))
     assert conforms, report
 
 
@@ -41,13 +43,10 @@ def test_heuristic_store_conforms(tmp_path) -> None:
 
 def test_broken_store_does_not_conform(mem: MemoryManager) -> None:
     remember(mem, "alpha long text | beta long text")
-    mem._store.store.update(  # type: ignore[union-attr]
-        "INSERT DATA { <https://w3id.org/memory-rdf/link/x--y> a "
-        "<https://w3id.org/memory-rdf/ontology#Link> ; "
-        "<https://w3id.org/memory-rdf/ontology#source> <https://w3id.org/memory-rdf/node/x> ; "
-        "<https://w3id.org/memory-rdf/ontology#target> <https://w3id.org/memory-rdf/node/y> ; "
-        '<https://w3id.org/memory-rdf/ontology#strength> '
-        '"0.5"^^<http://www.w3.org/2001/XMLSchema#double> }'
-    )
-    conforms, report = validate(mem._store)  # type: ignore[arg-type]
+    link = link_ref("x", "y")  # a link between nodes that do not exist, below the manager
+    batch = WriteBatch()
+    batch.insert([triple(link, V.A, V.m("Link")), triple(link, V.SOURCE, node_ref("x")),
+                  triple(link, V.TARGET, node_ref("y")), triple(link, V.STRENGTH, lit(0.5))])
+    mem.store.commit(batch)
+    conforms, report = inspect.validate(mem.agent_id, where(mem))
     assert not conforms and "source" in report

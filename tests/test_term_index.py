@@ -15,7 +15,7 @@ from memory_rdf import backup as backup_api
 from memory_rdf._oxigraph import AgentStore
 from memory_rdf._oxigraph import term_index as ti
 
-from _graph import ids_by_content, set_strength
+from _graph import KeywordEntry, ids_by_content, set_strength
 from helpers import FAST, remember
 
 QUERIES = [
@@ -33,14 +33,14 @@ TEXTS = [
 
 
 def _store(mem: MemoryManager) -> AgentStore:
-    assert isinstance(mem._store, AgentStore)
-    return mem._store
+    assert isinstance(mem.store, AgentStore)
+    return mem.store
 
 
 def _seeds(mem: MemoryManager, keywords: list[str], *, index: bool,
            monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, int]]:
     monkeypatch.setattr(ti, "ENABLED", index)
-    seeds = mem._searcher.keyword_seeds(keywords, 10, generation=mem._metadata.node_sequence)
+    seeds = KeywordEntry(mem).seeds(keywords, 10)
     monkeypatch.setattr(ti, "ENABLED", True)
     return [(s.node, s.strength, s.rank) for s in seeds]
 
