@@ -12,10 +12,12 @@ forgotten or purged takes its vector with it (``forget_node.ru``, ``forget_nodes
 vector is 4·d bytes, 4/3 of that in base64: 2,048 characters at d = 384.
 
 **In memory.** :class:`VectorIndex`: the unit vectors as one float32 matrix (4·d bytes a
-node: 1,536 B at d = 384, plus ~100 B for the id and its row number), searched by brute
-force (one matrix-vector product in numpy's own loop, and a partial sort: cosine similarity
-of unit vectors is their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and
-100k nodes.
+node: 1,536 B at d = 384, plus ~100 B for the id and its row number). Below
+:data:`APPROXIMATE_FROM` vectors it is searched exactly (one matrix-vector product in numpy's
+own loop, and a partial sort: cosine similarity of unit vectors is their dot product); from
+there on in two stages, a sketch of d/6 coordinates a node (256 B more at d = 384) scanned
+first, its best candidates scored again exactly (see :class:`VectorIndex`).
+``benchmarks/vector_entry.py`` measures it at 10k and 100k nodes, and its recall.
 
 **Never mixed.** The store records the model's name and dimension; an embedder of another
 name, or whose vectors have another dimension, finds the store's vectors made by another
@@ -78,8 +80,11 @@ CANDIDATE_MARGIN = 1.5
 #: Vectors asked as queries, and sampled for the principal axes, at a fit.
 CALIBRATION_QUERIES = 64
 FIT_SAMPLE = 16_384
-#: The sketch is kept only when it scores at most 1/EXACT_SHARE of the vectors again.
-EXACT_SHARE = 8
+#: The two-stage search is used only while its candidates are at most 1/EXACT_SHARE of the
+#: vectors: a candidate scored again (a random read of its row) costs about 7 rows of an
+#: exact scan, the sketch's scan about a fifth of it (measured at 100k, 384 dimensions), so
+#: at 1/32 the two stages cost at most half the exact scan.
+EXACT_SHARE = 32
 #: Share of the vectors added, replaced or removed after which the sketch is fitted again.
 REFIT_CHANGES = 0.2
 
