@@ -1598,8 +1598,9 @@ def _model_requests(say: Callable[[str], None], *, quick: bool,
 
 
 def _vector_entry(say: Callable[[str], None], *, quick: bool) -> dict[str, Any]:
-    """The semantic entry's figures (``benchmarks/vector_entry.py``: nearest() at 10k, and
-    100k with --full; the semantic recall against the keyword entry), when numpy is there."""
+    """The semantic entry's figures (``benchmarks/vector_entry.py``: nearest() at 10k, exact,
+    and 100k, two-stage, with random vectors too with --full; the semantic recall against the
+    keyword entry), when numpy is there."""
     try:
         module = importlib.import_module("benchmarks.vector_entry")
     except ImportError as exc:

@@ -12,10 +12,12 @@ forgotten or purged takes its vector with it (``forget_node.ru``, ``forget_nodes
 vector is 4·d bytes, 4/3 of that in base64: 2,048 characters at d = 384.
 
 **In memory.** :class:`VectorIndex`: the unit vectors as one float32 matrix (4·d bytes a
-node: 1,536 B at d = 384, plus ~100 B for the id and its row number), searched by brute
-force (one matrix-vector product in numpy's own loop, and a partial sort: cosine similarity
-of unit vectors is their dot product). ``benchmarks/vector_entry.py`` measures it at 10k and
-100k nodes.
+node: 1,536 B at d = 384, plus ~100 B for the id and its row number). Below
+:data:`APPROXIMATE_FROM` vectors it is searched exactly (one matrix-vector product in numpy's
+own loop, and a partial sort: cosine similarity of unit vectors is their dot product); from
+there on in two stages, a sketch of d/6 coordinates a node (256 B more at d = 384) scanned
+first, its best candidates scored again exactly (see :class:`VectorIndex`).
+``benchmarks/vector_entry.py`` measures it at 10k and 100k nodes, and its recall.
 
 **Never mixed.** The store records the model's name and dimension; an embedder of another
 name, or whose vectors have another dimension, finds the store's vectors made by another
@@ -62,6 +64,29 @@ QUERY_CACHE = 256
 #: Longest a recall waits for its query's vector (seconds): a slower embedder is treated as
 #: down (the lexical entries answer, SPEC §5.7) and left alone for its cool-down.
 QUERY_WAIT = 5.0
+#: Vectors from which the index searches in two stages (a sketch, then exact scores of its
+#: best candidates) instead of exactly: below, an exact scan is already fast (1.3 ms at
+#: 10,000 vectors of 384 dimensions), and every agent of a few thousand memories keeps it.
+APPROXIMATE_FROM = 20_000
+#: The sketch has dimension // SKETCH_SHARE coordinates (64 at 384): a sixth of the scan.
+SKETCH_SHARE = 6
+#: Neighbours the sketch is calibrated for (3 × the default ``max_entry_nodes``: what one
+#: recall asks), and the share of their exact nearest it must find (on stored vectors asked
+#: as queries); its candidate count is then widened by CANDIDATE_MARGIN for queries that are
+#: not stored vectors.
+CALIBRATION_K = 30
+TARGET_RECALL = 0.99
+CANDIDATE_MARGIN = 1.5
+#: Vectors asked as queries, and sampled for the principal axes, at a fit.
+CALIBRATION_QUERIES = 64
+FIT_SAMPLE = 16_384
+#: The two-stage search is used only while its candidates are at most 1/EXACT_SHARE of the
+#: vectors: a candidate scored again (a random read of its row) costs about 7 rows of an
+#: exact scan, the sketch's scan about a fifth of it (measured at 100k, 384 dimensions), so
+#: at 1/32 the two stages cost at most half the exact scan.
+EXACT_SHARE = 32
+#: Share of the vectors added, replaced or removed after which the sketch is fitted again.
+REFIT_CHANGES = 0.2
 
 _STORE = iri_ref(V.META_SUBJECT)
 
@@ -107,7 +132,20 @@ def unit(vector: Sequence[float]) -> np.ndarray:
 
 
 class VectorIndex:
-    """Unit vectors by node id, searched by cosine similarity (brute force, numpy).
+    """Unit vectors by node id, searched by cosine similarity (numpy).
+
+    Below :data:`APPROXIMATE_FROM` vectors (every agent of a few thousand memories) the search
+    is exact: one matrix-vector product over every vector and a partial sort. From there on it
+    is two-stage, once a *sketch* has been fitted on the stored vectors (:meth:`fit`, done by
+    the first search that needs it): every vector's coordinates on the ``sketch_dims``
+    principal axes of the stored vectors (a second, narrower float32 matrix) are scanned
+    first, and the best :attr:`candidates` of that scan are scored again exactly; what
+    ``nearest`` returns are exact cosines, in exact order, of the nodes it found. The fit
+    measures its own recall on the stored vectors (each one asked as a query) and keeps the
+    smallest candidate count that finds :data:`TARGET_RECALL` of their exact nearest
+    :data:`CALIBRATION_K`; vectors with no such structure (a scan of most of them would be
+    needed) stay exact. The sketch follows every :meth:`put` and :meth:`remove`, and is fitted
+    again once a :data:`REFIT_CHANGES` share of the vectors changed since the last fit.
 
     >>> index = VectorIndex(2)
     >>> index.put("a", unit([1.0, 0.0])); index.put("b", unit([0.6, 0.8]))
@@ -115,18 +153,46 @@ class VectorIndex:
     [('a', 1.0), ('b', 0.68)]
     """
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, *, approximate_from: int | None = None,
+                 sketch_dims: int | None = None) -> None:
         xp = numpy()
         self.dimension = dimension
+        self.approximate_from = APPROXIMATE_FROM if approximate_from is None else approximate_from
+        self.sketch_dims = sketch_dims or max(8, dimension // SKETCH_SHARE)
         self._matrix = xp.zeros((0, dimension), dtype=xp.float32)
         self._ids: list[str] = []
         self._rows: dict[str, int] = {}
+        #: the sketch: principal axes (dimension × sketch_dims) and every row's coordinates on
+        #: them (same row numbers as the matrix); None until fitted, or when exact is kept
+        self._axes: np.ndarray | None = None
+        self._sketch: np.ndarray | None = None
+        #: vectors searched exactly when this index was last fitted (its size then), or -1
+        self._fitted_size = -1
+        #: vectors added, replaced or removed since the last fit
+        self._changes = 0
+        #: candidates scored exactly for :data:`CALIBRATION_K` neighbours (0: exact search)
+        self.candidates = 0
+        #: recall of the last fit's calibration at :attr:`candidates` (None: not fitted)
+        self.calibrated_recall: float | None = None
+        #: fits made (the first search from ``approximate_from`` vectors, then on drift)
+        self.fits = 0
 
     def __len__(self) -> int:
         return len(self._ids)
 
     def __contains__(self, nid: object) -> bool:
         return nid in self._rows
+
+    @property
+    def approximate(self) -> bool:
+        """Whether searches now go through the sketch (else they are exact)."""
+        return self._sketch is not None and self.candidates > 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the in-memory matrices (allocated rows; ids and their dict apart)."""
+        extra = 0 if self._sketch is None else self._sketch.nbytes
+        return int(self._matrix.nbytes) + int(extra)
 
     def put(self, nid: str, vector: np.ndarray) -> None:
         """Add or replace the vector of ``nid``."""
@@ -135,18 +201,29 @@ class VectorIndex:
         if row is None:
             row = len(self._ids)
             if row >= self._matrix.shape[0]:
-                grown = xp.zeros((max(16, 2 * row), self.dimension), dtype=xp.float32)
+                size = max(16, 2 * row)
+                grown = xp.zeros((size, self.dimension), dtype=xp.float32)
                 grown[:row] = self._matrix[:row]
                 self._matrix = grown
+                if self._sketch is not None:
+                    sketch = xp.zeros((size, self._sketch.shape[1]), dtype=xp.float32)
+                    sketch[:row] = self._sketch[:row]
+                    self._sketch = sketch
             self._ids.append(nid)
             self._rows[nid] = row
         self._matrix[row] = vector
+        if self._sketch is not None and self._axes is not None:
+            self._sketch[row] = xp.einsum("j,jk->k", self._matrix[row], self._axes)
+        self._changes += 1
 
     def bulk(self, ids: Sequence[str], matrix: np.ndarray) -> None:
-        """Replace the whole index by ``ids`` and their rows."""
+        """Replace the whole index by ``ids`` and their rows (the sketch is fitted again)."""
         self._ids = list(ids)
         self._rows = {n: i for i, n in enumerate(self._ids)}
         self._matrix = matrix
+        self._axes = self._sketch = None
+        self._fitted_size, self._changes, self.candidates = -1, 0, 0
+        self.calibrated_recall = None
 
     def remove(self, nid: str) -> None:
         row = self._rows.pop(nid, None)
@@ -156,9 +233,12 @@ class VectorIndex:
         if row != last:
             moved = self._ids[last]
             self._matrix[row] = self._matrix[last]
+            if self._sketch is not None:
+                self._sketch[row] = self._sketch[last]
             self._ids[row] = moved
             self._rows[moved] = row
         self._ids.pop()
+        self._changes += 1
 
     def get(self, nid: str) -> np.ndarray | None:
         row = self._rows.get(nid)
@@ -178,6 +258,13 @@ class VectorIndex:
         n = len(self._ids)
         if n == 0 or k < 1:
             return []
+        if n >= self.approximate_from:
+            if self._stale():
+                self.fit()
+            if self.approximate:
+                want = max(2 * k, math.ceil(self.candidates * max(1.0, k / CALIBRATION_K)))
+                if want * EXACT_SHARE < n:
+                    return self._two_stage(query, k, want)
         # einsum: numpy's own single-threaded loop. A BLAS matrix-vector product (``@``)
         # went to OpenBLAS's threads, which spin after each call: on the shared 2-CPU machine
         # it took 36 ms against 16 at 100k nodes (benchmarks/vector_entry.py).
@@ -185,6 +272,83 @@ class VectorIndex:
         top = xp.argpartition(-sims, k - 1)[:k] if k < n else xp.arange(n)
         order = top[xp.argsort(-sims[top], kind="stable")]
         return [(self._ids[i], float(sims[i])) for i in order]
+
+    def _two_stage(self, query: np.ndarray, k: int, want: int) -> list[tuple[str, float]]:
+        """The sketch's best ``want`` (about: at least that many), scored again exactly."""
+        xp = numpy()
+        assert self._sketch is not None and self._axes is not None
+        n = len(self._ids)
+        rough = xp.einsum("ij,j->i", self._sketch[:n], xp.einsum("j,jk->k", query, self._axes))
+        rows = _best_rows(rough, want)
+        sims = xp.einsum("ij,j->i", self._matrix[rows], query)
+        top = xp.argpartition(-sims, k - 1)[:k] if k < len(rows) else xp.arange(len(rows))
+        order = top[xp.argsort(-sims[top], kind="stable")]
+        return [(self._ids[rows[i]], float(sims[i])) for i in order]
+
+    def _stale(self) -> bool:
+        """Whether the sketch (or the decision to stay exact) is due for a fit: never made,
+        or a :data:`REFIT_CHANGES` share of the vectors changed since."""
+        if self._fitted_size < 0:
+            return True
+        return self._changes > REFIT_CHANGES * max(self._fitted_size, len(self._ids))
+
+    def fit(self) -> None:
+        """Fit the sketch on the stored vectors and calibrate its candidate count (or decide
+        to stay exact); a few hundred ms at 100k vectors of 384 dimensions."""
+        xp = numpy()
+        n, d, m = len(self._ids), self.dimension, self.sketch_dims
+        self._fitted_size, self._changes = n, 0
+        self.fits += 1
+        self._axes = self._sketch = None
+        self.candidates, self.calibrated_recall = 0, None
+        if n < max(self.approximate_from, 2 * CALIBRATION_K + 2) or m >= d // 2:
+            return
+        rng = xp.random.default_rng(n)  # deterministic for a given index
+        matrix = self._matrix[:n]
+        sample = matrix[rng.choice(n, min(n, FIT_SAMPLE), replace=False)]
+        # the principal axes of the (uncentred) second moment: the directions that carry the
+        # most of a dot product between two of these vectors
+        _, vectors = xp.linalg.eigh((sample.T @ sample).astype(xp.float64))
+        axes = xp.ascontiguousarray(vectors[:, ::-1][:, :m]).astype(xp.float32)
+        sketch = xp.zeros((self._matrix.shape[0], m), dtype=xp.float32)
+        for start in range(0, n, 65536):
+            end = min(n, start + 65536)
+            sketch[start:end] = matrix[start:end] @ axes
+        ranks = []
+        asked = rng.choice(n, min(n, CALIBRATION_QUERIES), replace=False)
+        for start in range(0, len(asked), 16):
+            part = asked[start:start + 16]
+            exact = matrix[part] @ matrix.T
+            rough = (sketch[part] @ sketch[:n].T)
+            exact[xp.arange(len(part)), part] = -xp.inf  # a query is not its own neighbour
+            rough[xp.arange(len(part)), part] = -xp.inf
+            for e, r in zip(exact, rough, strict=True):
+                best = r[xp.argpartition(-e, CALIBRATION_K - 1)[:CALIBRATION_K]]
+                above = xp.sort(r[r >= best.min()])  # ranks in the sketch's order
+                ranks.append(len(above) - xp.searchsorted(above, best, side="right"))
+        needed = int(xp.quantile(xp.concatenate(ranks), TARGET_RECALL)) + 1
+        candidates = max(2 * CALIBRATION_K, math.ceil(needed * CANDIDATE_MARGIN))
+        if candidates * EXACT_SHARE >= n:
+            return  # no structure the sketch can use: exact is as fast
+        self._axes, self._sketch, self.candidates = axes, sketch, candidates
+        self.calibrated_recall = float(xp.mean(xp.concatenate(ranks) < candidates))
+
+
+def _best_rows(scores: np.ndarray, want: int) -> np.ndarray:
+    """Rows of at least ``want`` of the highest ``scores`` (more where it is cheaper): a
+    threshold read from every 16th score, checked, else a partial sort."""
+    xp = numpy()
+    n = len(scores)
+    if want >= n:
+        return xp.arange(n)
+    sample = scores[::16]
+    j = min(len(sample), (want * 3) // 32 + 2)  # about 1.5 × want rows pass
+    if j < len(sample):
+        threshold = xp.partition(sample, len(sample) - j)[len(sample) - j]
+        rows = xp.flatnonzero(scores >= threshold)
+        if want <= len(rows) <= 2 * want:
+            return rows
+    return xp.argpartition(-scores, want - 1)[:want]
 
 
 class Vectors:
