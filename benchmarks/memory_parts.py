@@ -14,9 +14,15 @@ On a store of the benchmark suite's workload (``generate(..., decay=120, forgott
   loader's files are LZ4 until their first compaction.
 * **mirror**: the RSS an in-memory ``pyoxigraph.Store`` takes for sets of quads (loaded from an
   N-Quads file in a process that holds nothing else): today's mirror (every quad + the link
-  index), the quads recall and compression read, the walk's alone, one quad per link.
+  index), the quads recall and compression read, the walk's alone, one quad per link (with
+  and without the texts recall matches and renders);
+* **latency** (``--latency N``): what the pieces recall reads cost on each layout, N random
+  frontiers of 10 / 100 / 500 nodes: a walk level on today's link index and on one quad per
+  link (the same rows, checked), matching_texts.rq and node_entries.rq on the mirror and on
+  the disk store.
 
     python benchmarks/memory_parts.py [--nodes 10000] [--dir /tmp/parts] [--skip disk|mirror]
+        [--latency 30]
 """
 
 from __future__ import annotations
@@ -25,11 +31,14 @@ import argparse
 import gc
 import json
 import os
+import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,7 +49,10 @@ import pyoxigraph as ox  # noqa: E402
 
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
+from memory_rdf._oxigraph import lit  # noqa: E402
 from memory_rdf._oxigraph.link_index import build_index  # noqa: E402
+from memory_rdf._oxigraph.render import render  # noqa: E402
+from memory_rdf._oxigraph.terms import Term  # noqa: E402
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 GRAPHS = "https://w3id.org/memory-rdf/graph/"
@@ -172,14 +184,18 @@ def _rss() -> int:
     return 0
 
 
-def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None]) -> None:
+def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
+                 latency: int = 0) -> None:
+    """The RSS table; with ``latency`` > 0, then the latency table (that many frontiers a
+    size)."""
     reader = ox.Store.read_only(str(store_dir))
     mirror = ox.Store()
     mirror.load(reader.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
     del reader
     build_index(mirror)
     quads = list(mirror)
-    del mirror
+    if not latency:
+        del mirror
     m = V.MEMORY
 
     def predicate(q: ox.Quad) -> str:
@@ -193,6 +209,8 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None]) -> Non
                                     "scanCount", "scanOrder", "originalLength", "member",
                                     "focusOrder", "pinned")}
     walk = {m + p for p in ("strength", "scanCount", "member", "focusOrder", "pinned")}
+    texts = {m + p for p in ("content", "phrase", "keyword", "createdAt", "saidAt")}
+    scan = {m + "scanOrder", m + "originalLength"}
     strength = {q.subject: q.object for q in quads if predicate(q) == m + "strength"}
     one_per_link = []
     for q in quads:
@@ -211,6 +229,11 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None]) -> Non
             q for q in quads if indexed(q) or predicate(q) in walk],
         "one quad per link (source, target, strength; graph: liveness + relation), scanCount, "
         "focus": one_per_link + [q for q in quads if predicate(q) in walk - {m + "strength"}],
+        "one quad per link, scanCount, focus, texts (content, phrase, keyword, createdAt, "
+        "saidAt)": one_per_link + [q for q in quads if predicate(q) in (walk | texts)
+                                   - {m + "strength"}],
+        "the same + scanOrder, originalLength (compression's scan state)": one_per_link + [
+            q for q in quads if predicate(q) in (walk | texts | scan) - {m + "strength"}],
     }
     say("| mirror holding | quads/node | RSS B/node | B/quad |")
     say("|---|---|---|---|")
@@ -224,6 +247,63 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None]) -> Non
             os.unlink(f.name)
         say(f"| {name} | {got['quads'] / nodes:.1f} | {got['rss'] / nodes:,.0f} | "
             f"{got['rss'] / max(1, got['quads']):.0f} |")
+    if latency:
+        one = ox.Store()
+        one.extend(one_per_link)
+        live = [q.subject for q in quads if predicate(q) == m + "scanCount"]
+        del quads, sets, one_per_link
+        say("")
+        latency_table(store_dir, mirror, one, live, latency, say)
+
+
+#: One level of the walk over the one-quad-per-link layout (the question mirror_outgoing.rq
+#: asks of today's link index: live links out of the frontier, to live and forgotten nodes).
+ONE_QUAD_LEVEL = """SELECT ?source ?target ?strength ?g WHERE {
+  VALUES ?source { %s }
+  GRAPH ?g { ?source ?target ?strength }
+  FILTER(?strength >= 0.01)
+}"""
+
+
+def latency_table(store_dir: Path, mirror: ox.Store, one: ox.Store, live: Sequence[ox.NamedNode],
+                  repeat: int, say: Callable[[str], None]) -> None:
+    """p50 ms of the pieces recall reads, for random frontiers of 10 / 100 / 500 live nodes:
+    a walk level on today's mirror (mirror_outgoing.rq) and on one quad per link (the same
+    rows), matching_texts.rq (keyword "login") and node_entries.rq (20 nodes) on today's
+    mirror and on the disk store."""
+    disk = ox.Store.read_only(str(store_dir))
+    rnd = random.Random(3)
+    say("| frontier | level rows | level, today's mirror | level, one quad per link | "
+        "matching_texts mirror | matching_texts disk | node_entries mirror | node_entries disk |")
+    say("|---|---|---|---|---|---|---|---|")
+    for size in (10, 100, 500):
+        times: dict[str, list[float]] = {}
+        rows = level_rows = 0
+        for _ in range(repeat):
+            frontier = rnd.sample(list(live), min(size, len(live)))
+            terms = [Term(str(n)) for n in frontier]
+            level = render("mirror_outgoing", sources=terms, threshold=lit(0.01))
+            texts = render("matching_texts", nodes=terms, keywords=[lit("login")])
+            entries = render("node_entries", nodes=terms[:20])
+            for key, store, query in (
+                ("level", mirror, level),
+                ("one", one, ONE_QUAD_LEVEL % " ".join(str(n) for n in frontier)),
+                ("texts mirror", mirror, texts), ("texts disk", disk, texts),
+                ("entries mirror", mirror, entries), ("entries disk", disk, entries),
+            ):
+                start = time.perf_counter()
+                got = list(store.query(query, prefixes=V.PREFIXES))  # type: ignore[arg-type]
+                times.setdefault(key, []).append((time.perf_counter() - start) * 1000)
+                if key == "level":
+                    rows += len(got)
+                    level_rows = len(got)
+                elif key == "one" and len(got) != level_rows:
+                    raise AssertionError(f"one quad per link: {len(got)} rows, the link "
+                                         f"index {level_rows}")
+        say(f"| {size} | {rows / repeat:,.0f} | " + " | ".join(
+            f"{statistics.median(times[k]):.2f}" for k in (
+                "level", "one", "texts mirror", "texts disk", "entries mirror", "entries disk"))
+            + " |")
 
 
 def main() -> None:
@@ -232,6 +312,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the store is generated (kept, reused when present)")
     parser.add_argument("--skip", choices=("disk", "mirror"), action="append", default=[])
+    parser.add_argument("--latency", type=int, default=0, metavar="N",
+                        help="also time the pieces recall reads, N frontiers a size")
     parser.add_argument("--load-rss", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.load_rss:
@@ -258,7 +340,7 @@ def main() -> None:
         disk_table(store_dir, work, nodes, print)
     if "mirror" not in args.skip:
         print()
-        mirror_table(store_dir, nodes, print)
+        mirror_table(store_dir, nodes, print, args.latency)
 
 
 if __name__ == "__main__":

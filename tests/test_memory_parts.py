@@ -54,10 +54,12 @@ def test_bulk_loaded_files_are_lz4_and_compacted_writes_are_not(tmp_path: Path) 
 
 def test_the_script_prints_both_tables(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "benchmarks/memory_parts.py", "--nodes", "150", "--dir", str(tmp_path)],
+        [sys.executable, "benchmarks/memory_parts.py", "--nodes", "150", "--dir", str(tmp_path),
+         "--latency", "2"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=True,
     )
     out = done.stdout
     assert "| a memory:Link |" in out and "| all |" in out
     assert "| today: every quad + the link index |" in out
     assert "one quad per link" in out
+    assert "| 10 |" in out  # the latency table (--latency)
