@@ -1,0 +1,347 @@
+"""Where an embedded agent's disk bytes and read-mirror memory go, part by part (issue 38).
+
+On a store of the benchmark suite's workload (``generate(..., decay=120, forgotten=0.05)``):
+
+* **disk**: the store written again through ordinary writes (``Store.extend``, as remember and
+  compression write: memtables, flushes, compaction), ``flush()`` + ``optimize()``, reopened
+  (the write-ahead log replayed away), measured; then the same without each part of it (the
+  ``a memory:Link`` triples, the ``memory:link`` shortcuts, the index terms, ...). Full minus
+  without = what the part costs on disk after compaction, its keys in the three indexes of the
+  default graph and the strings only it uses. ``compression`` lists the table files' RocksDB
+  compression (read from the files' properties): Oxigraph opens RocksDB with
+  ``OptimizeLevelStyleCompaction`` (levels 0 and 1 uncompressed) and dynamic level sizes, so a
+  column family under 512 MB keeps all its data in its base level, uncompressed; the bulk
+  loader's files are LZ4 until their first compaction.
+* **mirror**: the RSS an in-memory ``pyoxigraph.Store`` takes for sets of quads (loaded from an
+  N-Quads file in a process that holds nothing else): today's mirror (every quad + the link
+  index), the quads recall and compression read, the walk's alone, one quad per link (with
+  and without the texts recall matches and renders);
+* **latency** (``--latency N``): what the pieces recall reads cost on each layout, N random
+  frontiers of 10 / 100 / 500 nodes: a walk level on today's link index and on one quad per
+  link (the same rows, checked), matching_texts.rq and node_entries.rq on the mirror and on
+  the disk store.
+
+    python benchmarks/memory_parts.py [--nodes 10000] [--dir /tmp/parts] [--skip disk|mirror]
+        [--latency 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pyoxigraph as ox  # noqa: E402
+
+from benchmarks._workload import generate  # noqa: E402
+from memory_rdf import _vocab as V  # noqa: E402
+from memory_rdf._oxigraph import lit  # noqa: E402
+from memory_rdf._oxigraph.link_index import build_index  # noqa: E402
+from memory_rdf._oxigraph.render import render  # noqa: E402
+from memory_rdf._oxigraph.terms import Term  # noqa: E402
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+GRAPHS = "https://w3id.org/memory-rdf/graph/"
+LINK_PARTS = ("source", "target", "strength", "relation")
+
+
+def part(quad: ox.Quad) -> str:
+    """The part of the store a quad belongs to: its named graph's name, ``a <class>``, or its
+    predicate's local name (``link.strength`` for a link resource's)."""
+    graph = quad.graph_name
+    if not isinstance(graph, ox.DefaultGraph):
+        return "graph " + graph.value.rsplit("/", 1)[-1]
+    predicate = quad.predicate.value
+    if predicate == RDF_TYPE:
+        return "a memory:" + quad.object.value.rsplit("#", 1)[-1]
+    name = predicate.rsplit("#", 1)[-1]
+    return "link." + name if name in LINK_PARTS else name
+
+
+#: Parts measured by leaving them out (each row: the parts left out together).
+DISK_ROWS: list[tuple[str, ...]] = [
+    ("a memory:Link",), ("link",), ("link.source", "link.target"), ("link.strength",),
+    ("link.relation",), ("term", "termCount"), ("keyword",), ("content", "phrase"),
+    ("createdAt", "scanCount", "scanOrder", "originalLength", "a memory:Node"),
+]
+
+
+def files_bytes(path: Path) -> dict[str, int]:
+    out = Counter[str]()
+    for name in os.listdir(path):
+        try:
+            size = os.stat(path / name).st_size
+        except FileNotFoundError:  # RocksDB removed it meanwhile
+            continue
+        out["total"] += size
+        out["sst" if name.endswith(".sst") else "wal" if name.endswith(".log") else "other"] += size
+    return dict(out)
+
+
+def sst_compression(path: Path) -> dict[str, int]:
+    """Bytes of table files by the compression RocksDB wrote them with, read from a table
+    file's properties block (the key ``rocksdb.compression``, delta-encoded after
+    ``rocksdb.comp...``: ``ression`` then the value, e.g. ``LZ4``, ``NoCompression``)."""
+    out = Counter[str]()
+    for name in os.listdir(path):
+        if not name.endswith(".sst"):
+            continue
+        try:
+            data = (path / name).read_bytes()
+        except FileNotFoundError:
+            continue
+        found = list(re.finditer(rb"\x07([\x01-\x7f])ression", data[-8192:]))
+        kind = "?"
+        if found:
+            start = found[-1].end()
+            value = data[-8192:][start : start + found[-1].group(1)[0]]
+            kind = value.decode("ascii", "replace") if value.isalnum() else "?"
+        out[kind] += len(data)
+    return dict(out)
+
+
+def written(work: Path, quads: Sequence[ox.Quad]) -> tuple[dict[str, int], dict[str, int]]:
+    """Bytes of a store holding ``quads``, written in chunks, flushed, compacted, reopened."""
+    path = work / "part"
+    shutil.rmtree(path, ignore_errors=True)
+    store = ox.Store(str(path))
+    for i in range(0, len(quads), 20_000):
+        store.extend(quads[i : i + 20_000])
+    store.flush()
+    store.optimize()
+    del store
+    gc.collect()
+    store = ox.Store(str(path))  # the reopen replays and drops the write-ahead log
+    del store
+    gc.collect()
+    out = files_bytes(path), sst_compression(path)
+    shutil.rmtree(path, ignore_errors=True)
+    return out
+
+
+def disk_table(store_dir: Path, work: Path, nodes: int, say: Callable[[str], None]) -> None:
+    bulk = files_bytes(store_dir)
+    say(f"bulk-loaded store (LZ4 table files): {bulk['total'] / nodes:,.0f} B/node; "
+        f"compression {sst_compression(store_dir)}")
+    reader = ox.Store.read_only(str(store_dir))
+    quads = list(reader)
+    del reader
+    counts = Counter(part(q) for q in quads)
+    full, kinds = written(work, quads)
+    say(f"written through ordinary writes, compacted, reopened: {full['total'] / nodes:,.0f} "
+        f"B/node (table files {full.get('sst', 0) / nodes:,.0f}, write-ahead log "
+        f"{full.get('wal', 0) / nodes:,.0f}); compression {kinds}")
+    say("")
+    say("| part left out | quads/node | B/node after compaction | B/quad | share |")
+    say("|---|---|---|---|---|")
+    accounted = 0.0
+    for row in DISK_ROWS:
+        rest = [q for q in quads if part(q) not in row]
+        gone = len(quads) - len(rest)
+        if not gone:
+            continue
+        size, _ = written(work, rest)
+        cost = full["total"] - size["total"]
+        accounted += cost
+        say(f"| {' + '.join(row)} | {gone / nodes:.2f} | {cost / nodes:,.0f} | "
+            f"{cost / gone:.0f} | {cost / full['total']:.0%} |")
+    say(f"| the rest (strings shared by several parts: link and node IRIs; focus, metadata, "
+        f"RocksDB's fixed files) | | {(full['total'] - accounted) / nodes:,.0f} | | "
+        f"{(full['total'] - accounted) / full['total']:.0%} |")
+    say(f"| all | {len(quads) / nodes:.2f} | {full['total'] / nodes:,.0f} | "
+        f"{full['total'] / len(quads):.0f} | 100% |")
+    say("")
+    say("quads by part: " + ", ".join(f"{k} {v / nodes:.2f}" for k, v in counts.most_common()))
+
+
+def _load_rss(path: str) -> dict[str, int]:
+    """Run in a child process: RSS taken by loading the N-Quads file ``path``."""
+    done = subprocess.run([sys.executable, __file__, "--load-rss", path], capture_output=True,
+                          text=True, check=True, timeout=1800)
+    result: dict[str, int] = json.loads(done.stdout)
+    return result
+
+
+def _rss() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
+                 latency: int = 0) -> None:
+    """The RSS table; with ``latency`` > 0, then the latency table (that many frontiers a
+    size)."""
+    reader = ox.Store.read_only(str(store_dir))
+    mirror = ox.Store()
+    mirror.load(reader.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
+    del reader
+    build_index(mirror)
+    quads = list(mirror)
+    if not latency:
+        del mirror
+    m = V.MEMORY
+
+    def predicate(q: ox.Quad) -> str:
+        return q.predicate.value
+
+    def indexed(q: ox.Quad) -> bool:
+        return not isinstance(q.graph_name, ox.DefaultGraph) and q.graph_name.value.startswith(
+            GRAPHS + "mirror")
+
+    node_scalars = {m + p for p in ("content", "phrase", "keyword", "createdAt", "saidAt",
+                                    "scanCount", "scanOrder", "originalLength", "member",
+                                    "focusOrder", "pinned")}
+    walk = {m + p for p in ("strength", "scanCount", "member", "focusOrder", "pinned")}
+    texts = {m + p for p in ("content", "phrase", "keyword", "createdAt", "saidAt")}
+    scan = {m + "scanOrder", m + "originalLength"}
+    strength = {q.subject: q.object for q in quads if predicate(q) == m + "strength"}
+    one_per_link = []
+    for q in quads:
+        if indexed(q):
+            tid, _, relation = q.object.value.partition(" ")
+            live = "out/" if q.graph_name.value.endswith("out") else "lost/"
+            one_per_link.append(ox.Quad(q.subject, ox.NamedNode(V.NODE + tid),
+                                        strength[q.predicate],
+                                        ox.NamedNode(GRAPHS + live + (relation or "-"))))
+    sets: dict[str, list[ox.Quad]] = {
+        "today: every quad + the link index": quads,
+        "what recall and compression read (link index, strength, source, target, node scalars, "
+        "focus)": [q for q in quads if indexed(q) or predicate(q) in node_scalars
+                   or predicate(q) in (m + "strength", m + "source", m + "target")],
+        "the walk's (link index, strength, scanCount, focus)": [
+            q for q in quads if indexed(q) or predicate(q) in walk],
+        "one quad per link (source, target, strength; graph: liveness + relation), scanCount, "
+        "focus": one_per_link + [q for q in quads if predicate(q) in walk - {m + "strength"}],
+        "one quad per link, scanCount, focus, texts (content, phrase, keyword, createdAt, "
+        "saidAt)": one_per_link + [q for q in quads if predicate(q) in (walk | texts)
+                                   - {m + "strength"}],
+        "the same + scanOrder, originalLength (compression's scan state)": one_per_link + [
+            q for q in quads if predicate(q) in (walk | texts | scan) - {m + "strength"}],
+    }
+    say("| mirror holding | quads/node | RSS B/node | B/quad |")
+    say("|---|---|---|---|")
+    for name, chosen in sets.items():
+        with tempfile.NamedTemporaryFile("w", suffix=".nq", delete=False,
+                                         encoding="utf-8") as f:
+            f.writelines(f"{q} .\n" for q in chosen)
+        try:
+            got = _load_rss(f.name)
+        finally:
+            os.unlink(f.name)
+        say(f"| {name} | {got['quads'] / nodes:.1f} | {got['rss'] / nodes:,.0f} | "
+            f"{got['rss'] / max(1, got['quads']):.0f} |")
+    if latency:
+        one = ox.Store()
+        one.extend(one_per_link)
+        live = [q.subject for q in quads if predicate(q) == m + "scanCount"]
+        del quads, sets, one_per_link
+        say("")
+        latency_table(store_dir, mirror, one, live, latency, say)
+
+
+#: One level of the walk over the one-quad-per-link layout (the question mirror_outgoing.rq
+#: asks of today's link index: live links out of the frontier, to live and forgotten nodes).
+ONE_QUAD_LEVEL = """SELECT ?source ?target ?strength ?g WHERE {
+  VALUES ?source { %s }
+  GRAPH ?g { ?source ?target ?strength }
+  FILTER(?strength >= 0.01)
+}"""
+
+
+def latency_table(store_dir: Path, mirror: ox.Store, one: ox.Store, live: Sequence[ox.NamedNode],
+                  repeat: int, say: Callable[[str], None]) -> None:
+    """p50 ms of the pieces recall reads, for random frontiers of 10 / 100 / 500 live nodes:
+    a walk level on today's mirror (mirror_outgoing.rq) and on one quad per link (the same
+    rows), matching_texts.rq (keyword "login") and node_entries.rq (20 nodes) on today's
+    mirror and on the disk store."""
+    disk = ox.Store.read_only(str(store_dir))
+    rnd = random.Random(3)
+    say("| frontier | level rows | level, today's mirror | level, one quad per link | "
+        "matching_texts mirror | matching_texts disk | node_entries mirror | node_entries disk |")
+    say("|---|---|---|---|---|---|---|---|")
+    for size in (10, 100, 500):
+        times: dict[str, list[float]] = {}
+        rows = level_rows = 0
+        for _ in range(repeat):
+            frontier = rnd.sample(list(live), min(size, len(live)))
+            terms = [Term(str(n)) for n in frontier]
+            level = render("mirror_outgoing", sources=terms, threshold=lit(0.01))
+            texts = render("matching_texts", nodes=terms, keywords=[lit("login")])
+            entries = render("node_entries", nodes=terms[:20])
+            for key, store, query in (
+                ("level", mirror, level),
+                ("one", one, ONE_QUAD_LEVEL % " ".join(str(n) for n in frontier)),
+                ("texts mirror", mirror, texts), ("texts disk", disk, texts),
+                ("entries mirror", mirror, entries), ("entries disk", disk, entries),
+            ):
+                start = time.perf_counter()
+                got = list(store.query(query, prefixes=V.PREFIXES))  # type: ignore[arg-type]
+                times.setdefault(key, []).append((time.perf_counter() - start) * 1000)
+                if key == "level":
+                    rows += len(got)
+                    level_rows = len(got)
+                elif key == "one" and len(got) != level_rows:
+                    raise AssertionError(f"one quad per link: {len(got)} rows, the link "
+                                         f"index {level_rows}")
+        say(f"| {size} | {rows / repeat:,.0f} | " + " | ".join(
+            f"{statistics.median(times[k]):.2f}" for k in (
+                "level", "one", "texts mirror", "texts disk", "entries mirror", "entries disk"))
+            + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the store is generated (kept, reused when present)")
+    parser.add_argument("--skip", choices=("disk", "mirror"), action="append", default=[])
+    parser.add_argument("--latency", type=int, default=0, metavar="N",
+                        help="also time the pieces recall reads, N frontiers a size")
+    parser.add_argument("--load-rss", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.load_rss:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        before = _rss()
+        store = ox.Store()
+        store.load(path=args.load_rss, format=ox.RdfFormat.N_QUADS)
+        print(json.dumps({"rss": _rss() - before, "quads": len(store)}))
+        return
+    base = args.dir or Path(tempfile.mkdtemp(prefix="memory-parts-"))
+    store_dir = base / f"agent{args.nodes}"
+    if not store_dir.exists():
+        generate(store_dir, args.nodes, decay=120, forgotten=0.05, progress=False)
+    reader = ox.Store.read_only(str(store_dir))
+    nodes = sum(1 for _ in reader.quads_for_pattern(
+        None, ox.NamedNode(V.MEMORY + "scanCount"), None, ox.DefaultGraph()))
+    del reader
+    print(f"{nodes:,} live nodes (generated {args.nodes:,}), pyoxigraph {ox.__version__}")
+    if "disk" not in args.skip:
+        work = base / "work"
+        work.mkdir(exist_ok=True)
+        disk_table(store_dir, work, nodes, print)
+    if "mirror" not in args.skip:
+        print()
+        mirror_table(store_dir, nodes, print, args.latency)
+
+
+if __name__ == "__main__":
+    main()
