@@ -452,28 +452,6 @@ class TimedEmbedder:
                 self.seconds += time.perf_counter() - t0
 
 
-def fill_vectors(mem: MemoryManager) -> int:
-    """Make the vector of every node of a store built without an embedder (nodes still
-    without one are filled a batch at a time after each remember or slice; a store only
-    recalled gets none, so the benchmark asks for the fill itself: private API)."""
-    from concurrent.futures import Future
-
-    from memory_rdf._scheduler import Task, TaskKind
-
-    total = 0
-    while True:
-        future: Future[Any] = Future()
-        vectors = mem._vectors
-        assert vectors is not None
-        mem._system._scheduler.submit(mem.agent_id, Task(
-            TaskKind.SLICE, lambda v=vectors: v.embed_nodes(()), future=future,
-            counted=False), None)
-        written = future.result()
-        total += written
-        if not written or not mem.stats().get("vectors_missing"):
-            return total
-
-
 def vector_store(home: Path, service: Service) -> Path:
     """A copy of the built store ``home`` with every node's vector (cached beside it)."""
     slug = "".join(c if c.isalnum() else "-" for c in service.model)[:40]
@@ -489,7 +467,7 @@ def vector_store(home: Path, service: Service) -> Path:
     with OpenAIEmbedder(service.model, service.base_url) as embedder, MemoryManager(
             "locomo", data_dir=target, config=Config(auto_compress=False),
             embedder=embedder) as mem:
-        written = fill_vectors(mem)
+        written = mem.fill_vectors()  # a store only recalled gets none otherwise
         stats = mem.stats()
     if stats.get("vectors_missing"):
         sys.exit(f"{target}: {stats['vectors_missing']} nodes still without a vector")

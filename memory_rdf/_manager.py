@@ -1043,6 +1043,38 @@ class MemoryManager:
         )
         return future.result(timeout)
 
+    def fill_vectors(self, timeout: float | None = None) -> int:
+        """Make now the vectors still missing (SPEC §5.7: ``stats()["vectors_missing"]``) and
+        return how many were written; 0 without an embedder. They are otherwise made a batch
+        at a time by the next remember and after each compression slice, so a store that is
+        only recalled — built before it had an embedder, opened with another model, or left
+        behind while the embedder was down — needs this to be found by meaning. Runs after
+        the agent's queued tasks, a batch per task (other agents' work goes on between); stops
+        early when the embedder fails (logged once; what is left stays counted).
+
+        Raises:
+            MemoryClosedError: the manager is closed, or not initialized yet.
+            concurrent.futures.TimeoutError: not done within ``timeout`` s (what was written
+                stays).
+        """
+        timeout = check_timeout(timeout, zero=True)
+        self._check_open()
+        vectors = self._vectors
+        if vectors is None:
+            return 0
+        deadline = None if timeout is None else time.monotonic() + timeout
+        total = 0
+        while True:
+            future: Future[int] = Future()
+            self._system._scheduler.submit(self.agent_id, Task(
+                TaskKind.SLICE, lambda: vectors.embed_nodes(()), future=future, counted=False),
+                None)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            written = future.result(left)
+            total += written
+            if not written or not vectors.missing:
+                return total
+
     # -- waiting, inspection -------------------------------------------------------------------
 
     def wait_idle(self, timeout: float | None = None) -> bool:

@@ -521,3 +521,35 @@ def test_every_results_similarity_counts_in_its_rank(
     text = mem.recall(["kyoto"], entry="both", query="which hotel in kyoto")
     assert "small hotel" in text and "trains" in text
     assert text.index("small hotel") < text.index("trains")
+
+
+def test_fill_vectors_embeds_a_store_built_without_an_embedder(
+        data_dir: Path, embedder: OpenAIEmbedder) -> None:
+    """A store only recalled never gets its missing vectors from remembers or slices:
+    ``fill_vectors()`` makes them (SPEC §5.7), and the memories are then found by meaning."""
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG) as mem:
+        _remember(mem, RYOKAN, DEPLOY, LUGUAN)
+        assert mem.fill_vectors() == 0  # no embedder: nothing to make
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        assert mem.stats()["vectors_missing"] == 3
+        assert mem.recall(["hotel"], entry="semantic") == ""  # no vector yet
+        assert mem.fill_vectors(timeout=60) == 3
+        stats = mem.stats()
+        assert stats["vectors"] == 3 and stats["vectors_missing"] == 0
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+        assert mem.fill_vectors() == 0  # nothing left
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        assert mem.stats()["vectors_missing"] == 0  # kept in the store
+        assert "旅馆" in mem.recall(["宾馆"], entry="semantic")
+
+
+def test_fill_vectors_stops_when_the_embedder_is_down(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]]) -> None:
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG) as mem:
+        _remember(mem, RYOKAN, DEPLOY)
+    server[1].mode = "down"
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        assert mem.fill_vectors(timeout=60) == 0
+        assert mem.stats()["vectors_missing"] == 2  # left counted, nothing lost
+        assert "ryokan" in mem.recall(["ryokan"], entry="both")
+
