@@ -118,7 +118,7 @@ class ScanTiming:
 
     @property
     def others_cpu_us_per_scan(self) -> float | None:
-        """CPU time of the process's other threads per scan: the disk writer applying the
+        """CPU time of the process's other threads per scan: the store's owner applying the
         scans' updates to RocksDB while the compression thread applies them to the read
         mirror, RocksDB's memtable flushes and the compactions the writes set off."""
         return self._figures()["others_cpu_us_per_scan"][0]

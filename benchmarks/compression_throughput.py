@@ -112,7 +112,7 @@ def run(size: int, slices: int | None, tmp: Path, focus_limit: int, decay: float
                       f"compression thread   ({t.scans} scans, {t.model_calls} model calls)")
                 print(f"  {'':<31} process CPU {figure(t.process_cpu_us_per_scan)} µs a scan, "
                       f"model excluded ({figure(t.thread_cpu_us_per_scan)} the compression "
-                      f"thread, {figure(t.others_cpu_us_per_scan)} the others: disk writer, "
+                      f"thread, {figure(t.others_cpu_us_per_scan)} the others: store owner, "
                       f"RocksDB): with a model that takes no time, at most "
                       f"{figure(t.ceiling_per_s)} scans/s on this machine's {cpus()} CPUs")
                 for name, reason in why.items():

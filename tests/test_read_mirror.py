@@ -517,10 +517,10 @@ def _commit_marker(store: AgentStore, i: int) -> None:
     store.commit(batch)
 
 
-def test_updates_committed_during_a_build_are_caught_up_without_the_write_lock(
+def test_updates_committed_during_a_build_are_caught_up_outside_the_owner_s_turn(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # 40 commits land while the copy is being made; the build applies them in rounds without
-    # the write lock (a writer commits while it does) and only the last few under it.
+    # 40 commits land while the copy is being made; the build applies them in rounds outside
+    # the store owner's turn (a writer commits while it does) and only the last few in it.
     from benchmarks._workload import generate
 
     monkeypatch.setattr(mirror_module, "MIRROR_CATCH_UP_BYTES", 1000)
@@ -530,7 +530,7 @@ def test_updates_committed_during_a_build_are_caught_up_without_the_write_lock(
     writer_blocked: list[bool] = []
     real_apply = mirror_module.apply_indexed
 
-    def commit_forty() -> None:  # another thread: the build thread holds no lock here
+    def commit_forty() -> None:  # another thread: the build thread holds no turn here
         worker = threading.Thread(target=lambda: [_commit_marker(store, i) for i in range(40)])
         worker.start()
         worker.join(60)

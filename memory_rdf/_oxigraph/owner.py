@@ -37,11 +37,16 @@ def parallel_writes() -> bool:
 class _Turn:
     """The owner's turn, held by another thread (:meth:`StoreOwner.turn`): the owner handles
     no other message until it ends, and runs on its own thread what the holder hands it
-    (:meth:`call`, :meth:`start`). A commit holds one while the owner applies the update to
-    disk and the commit applies it to the read mirror; a mirror's build while it takes its
-    snapshot and catches up; a test to hold the owner between two messages."""
+    (:meth:`call`, :meth:`start`). A commit holds one while the owner applies a large update
+    to disk and the commit applies it to the read mirror; a mirror's build while it takes its
+    snapshot and catches up; a test to hold the owner between two messages.
 
-    __slots__ = ("_owner", "_started", "_work", "_refused", "_ended", "_inline")
+    Taken while the owner is idle, the turn is *direct*: the owner thread stays asleep (no
+    thread switch: a commit costs what a lock did) until the holder hands it work.
+    """
+
+    __slots__ = ("_owner", "_started", "_work", "_refused", "_ended", "_inline", "_direct",
+                 "_served")
 
     def __init__(self, owner: StoreOwner, inline: bool = False) -> None:
         self._owner = owner
@@ -53,6 +58,8 @@ class _Turn:
         #: Taken by the owner thread itself, or within a turn of the same thread: what it
         #: hands on runs here.
         self._inline = inline
+        self._direct = False  # taken while the owner was idle (see above)
+        self._served = False  # the owner thread serves it (its work goes there)
 
     def begin(self, deliver: Callable[[], None] | None = None) -> _Turn:
         """Wait for the turn (``deliver``: called every 50 ms while waiting, to let a Ctrl-C
@@ -85,6 +92,11 @@ class _Turn:
         if self._started.is_set() and not self._refused:
             with owner._cv:  # idle from now on (a park may come), unless work is queued
                 owner._busy = False
+                if owner._direct is self:
+                    owner._direct = None
+                    owner._cv.notify()  # what was queued meanwhile
+                    if not self._served:
+                        return
         self._work.put(None)
 
     def __enter__(self) -> _Turn:
@@ -97,6 +109,12 @@ class _Turn:
         """Have the owner run ``fn()`` on its thread while this one goes on; the queue answers
         None, or the exception raised."""
         answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        if self._direct and not self._served:  # wake the owner to serve this turn
+            owner = self._owner
+            with owner._cv:
+                self._served = True
+                owner._queue.appendleft(self)
+                owner._cv.notify()
         if self._inline:
             try:
                 fn()
@@ -171,6 +189,7 @@ class StoreOwner:
         self._closed = False
         self._stopping = False  # the thread's last message is queued
         self._holder: int | None = None  # the thread holding a turn
+        self._direct: _Turn | None = None  # a turn taken while the owner was idle
         self._pid = os.getpid()
         self._ident: int | None = None
         self._inline = threading.RLock() if not thread else None
@@ -253,7 +272,14 @@ class StoreOwner:
         if self._here():
             return _Turn(self, inline=True)
         turn = _Turn(self)
-        self._put(turn)
+        with self._cv:
+            if not self._closed and not self._busy and not self._queue:
+                self._busy = True  # taken at once, the owner thread left asleep
+                self._direct = turn
+                turn._direct = True
+                turn._started.set()
+        if not turn._direct:
+            self._put(turn)
         return turn.begin(deliver)
 
     def drain(self) -> None:
@@ -306,8 +332,11 @@ class StoreOwner:
         self._ident = threading.get_ident()
         while True:
             with self._cv:
-                while not self._queue:
-                    self._busy = False
+                # (a direct turn held: only that turn, once its holder hands work on)
+                while not self._queue or (self._direct is not None
+                                          and self._queue[0] is not self._direct):
+                    if self._direct is None:
+                        self._busy = False
                     self._cv.wait()
                 item = self._queue.popleft()
                 self._busy = True
