@@ -157,27 +157,6 @@ def open_once_released(open_store: Callable[[], Any], timeout: float = 30) -> An
             time.sleep(0.05)
 
 
-def pause_as_run_returns(returning: threading.Event, seconds: float = 1.0) -> Any:
-    """A trace function (``sys.settrace`` / ``threading.settrace``) that sets ``returning`` and
-    sleeps ``seconds`` as a function named ``run`` of memory_rdf/_oxigraph/agent_store.py
-    returns: the thread is held right after what that ``run`` did (a read's hold, a flusher's
-    work) ended."""
-
-    def trace(frame: Any, event: str, arg: object) -> Any:
-        code = frame.f_code
-        if code.co_name != "run" or not code.co_filename.endswith("agent_store.py"):
-            return None
-
-        def local(frame: Any, event: str, arg: object) -> Any:
-            if event == "return":
-                returning.set()
-                time.sleep(seconds)
-            return local
-        return local
-
-    return trace
-
-
 def memory_rdf_command() -> str:
     """The installed ``memory-rdf`` console script of this interpreter's environment (next to
     ``sys.executable``; else the one on PATH). Fails, not skips, when it is missing: the
