@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+import operator
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -435,6 +436,10 @@ def entry_fields(content: str, said_at: datetime | None, created_at: datetime) -
     }
 
 
+_TARGET = operator.itemgetter(0)
+_STRENGTH = operator.itemgetter(1)
+
+
 @dataclass(frozen=True)
 class Graph:
     """What a recall reads of the network before walking it (:meth:`Searcher.fetch`)."""
@@ -611,8 +616,11 @@ class Searcher:
                     nxt[target] = None
             frontier = list(nxt)
         for targets in adjacency.values():
-            # Discovery order among one node's links must not depend on the engine's row order.
-            targets.sort(key=lambda t: (-t[1], t[0]))
+            # Discovery order among one node's links must not depend on the engine's row order:
+            # strongest first, then by target id (two stable sorts on C-level keys, instead of
+            # a key tuple built per link).
+            targets.sort(key=_TARGET)
+            targets.sort(key=_STRENGTH, reverse=True)
         return Graph(adjacency, list(reached), by_strength(lost))
 
     def keyword_weights(self, keywords: Sequence[str], generation: int) -> list[float]:
