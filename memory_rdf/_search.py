@@ -607,13 +607,11 @@ class Searcher:
             fetched, dangling = self._links.outgoing(frontier, relations)
             lost.extend(dangling)
             for node in frontier:
-                adjacency.setdefault(node, [])
-            nxt: dict[str, None] = {}
-            for source, target, strength, relation in fetched:
-                adjacency[source].append((target, strength, relation))
-                if target not in reached:
-                    reached[target] = None
-                    nxt[target] = None
+                adjacency[node] = fetched.get(node, [])
+            nxt = dict.fromkeys(
+                link[0] for links in fetched.values() for link in links if link[0] not in reached
+            )
+            reached.update(nxt)
             frontier = list(nxt)
         for targets in adjacency.values():
             # Discovery order among one node's links must not depend on the engine's row order:
