@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+import operator
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -435,6 +436,10 @@ def entry_fields(content: str, said_at: datetime | None, created_at: datetime) -
     }
 
 
+_TARGET = operator.itemgetter(0)
+_STRENGTH = operator.itemgetter(1)
+
+
 @dataclass(frozen=True)
 class Graph:
     """What a recall reads of the network before walking it (:meth:`Searcher.fetch`)."""
@@ -602,17 +607,18 @@ class Searcher:
             fetched, dangling = self._links.outgoing(frontier, relations)
             lost.extend(dangling)
             for node in frontier:
-                adjacency.setdefault(node, [])
-            nxt: dict[str, None] = {}
-            for source, target, strength, relation in fetched:
-                adjacency[source].append((target, strength, relation))
-                if target not in reached:
-                    reached[target] = None
-                    nxt[target] = None
+                adjacency[node] = fetched.get(node, [])
+            nxt = dict.fromkeys(
+                link[0] for links in fetched.values() for link in links if link[0] not in reached
+            )
+            reached.update(nxt)
             frontier = list(nxt)
         for targets in adjacency.values():
-            # Discovery order among one node's links must not depend on the engine's row order.
-            targets.sort(key=lambda t: (-t[1], t[0]))
+            # Discovery order among one node's links must not depend on the engine's row order:
+            # strongest first, then by target id (two stable sorts on C-level keys, instead of
+            # a key tuple built per link).
+            targets.sort(key=_TARGET)
+            targets.sort(key=_STRENGTH, reverse=True)
         return Graph(adjacency, list(reached), by_strength(lost))
 
     def keyword_weights(self, keywords: Sequence[str], generation: int) -> list[float]:
