@@ -92,6 +92,20 @@ def check_remember_chars(text: str, max_chars: int) -> None:
         )
 
 
+def _str_list(value: object, name: str, most: int, expected: str) -> list[str]:
+    """``value`` checked to be a list (any non-string sequence) of at most ``most`` str."""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise InvalidTypeError(f"{name} must be {expected}, got {type(value).__name__}")
+    if len(value) > most:
+        raise InvalidInputError(
+            f"at most {most:,} {name} are accepted, got {len(value):,}"
+        )
+    for item in value:
+        if not isinstance(item, str):
+            raise InvalidTypeError(f"{name} must contain str, got {type(item).__name__}")
+    return list(value)
+
+
 def recall_args(
     config: Config,
     keywords: object,
@@ -104,36 +118,15 @@ def recall_args(
     """A recall's arguments checked (SPEC §4), blank keywords left out, the defaults taken
     from ``config``: ``depth`` None is ``default_search_depth``, ``limit`` None
     ``max_search_results``, ``max_chars`` None ``recall_max_chars`` (0: None, unlimited)."""
-    if isinstance(keywords, str | bytes) or not isinstance(keywords, Sequence):
-        raise InvalidTypeError(
-            f"keywords must be a list of str (not a bare str), got {type(keywords).__name__}"
-        )
-    if len(keywords) > RECALL_KEYWORDS_MAX:
-        raise InvalidInputError(
-            f"at most {RECALL_KEYWORDS_MAX:,} keywords are accepted, got {len(keywords):,}"
-        )
-    kws: list[str] = []
-    for k in keywords:
-        if not isinstance(k, str):
-            raise InvalidTypeError(f"keywords must contain str, got {type(k).__name__}")
-        if k.strip():
-            kws.append(k.strip())
+    kws = [
+        k.strip()
+        for k in _str_list(keywords, "keywords", RECALL_KEYWORDS_MAX,
+                           "a list of str (not a bare str)")
+        if k.strip()
+    ]
     rels: list[str] | None = None
     if relations is not None:
-        if isinstance(relations, str | bytes) or not isinstance(relations, Sequence):
-            raise InvalidTypeError(
-                f"relations must be None or a list of str, got {type(relations).__name__}"
-            )
-        if len(relations) > RECALL_RELATIONS_MAX:
-            raise InvalidInputError(
-                f"at most {RECALL_RELATIONS_MAX:,} relations are accepted, "
-                f"got {len(relations):,}"
-            )
-        rels = []
-        for r in relations:
-            if not isinstance(r, str):
-                raise InvalidTypeError(f"relations must contain str, got {type(r).__name__}")
-            rels.append(r)
+        rels = _str_list(relations, "relations", RECALL_RELATIONS_MAX, "None or a list of str")
     if depth is None:
         depth = config.default_search_depth
     if isinstance(depth, bool) or not isinstance(depth, int):

@@ -35,14 +35,18 @@ from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._oxigraph import MemoryStore, lit, node_id, render
 from memory_rdf._oxigraph.term_index import read_index
 from memory_rdf._text import (
-    ENGLISH_WORD,
     keyword_rules,
     relation_display,
     relation_forms,
     stem,
-    tokenize,
-    tokenize_for_index,
     writes_chinese,
+)
+from memory_rdf._words import (
+    bm25_idf,
+    keyword_weight,
+    query_terms,
+    rank_words,
+    with_word_forms,
 )
 
 #: Most postings (node, term) one keyword entry reads. Query terms are scored rarest first
@@ -100,36 +104,6 @@ SIMILARITY_BAND = 0.2
 #: reply follows it (:meth:`Searcher.render`).
 QUESTION_MARKS = ("?", "？")
 
-#: Endings tried for the other forms of an English query word (:func:`word_forms`).
-_ENDINGS = ("", "e", "s", "es", "ed", "ing", "er", "ers", "ion", "ions", "al", "ly")
-
-
-def word_forms(term: str) -> list[str]:
-    """Other forms of an English query word that share its stem (:func:`stem`) — "vacationed"
-    → "vacation", "vacations", … — for the keyword entry to look up among the index terms
-    (exact terms, so the index stays as stored). Words that are not English letters: none."""
-    if not ENGLISH_WORD.fullmatch(term):
-        return []
-    root = stem(term)
-    bases = {root, root[:-1] + "y"} if root.endswith("i") else {root}
-    out = []
-    for base in sorted(bases):
-        for ending in _ENDINGS:
-            form = base + ending
-            if form != term and len(form) > 2 and stem(form) == root:
-                out.append(form)
-    return list(dict.fromkeys(out))
-
-
-@functools.lru_cache(maxsize=4096)
-def rank_words(text: str) -> frozenset[str]:
-    """The stemmed index terms of a text (:func:`~memory_rdf._text.tokenize_for_index`: the
-    ``memory:term`` rule, stop words dropped, Chinese in the segmenter's search mode).
-    Cached by text: tokenizing costs ~35-50 µs per 150-300 characters, paid for every ranked
-    hit of every recall, and the same nodes are ranked again by later recalls."""
-    return frozenset(stem(t) for t in tokenize_for_index(text))
-
-
 @functools.lru_cache(maxsize=8)
 def keep_apart(separator: str) -> Callable[[str], str]:
     """What keeps a recall's entries apart when their text holds the separator's line: for a
@@ -162,23 +136,6 @@ def asks(content: str) -> bool:
     return any(mark in content for mark in QUESTION_MARKS)
 
 
-def query_terms(keywords: Sequence[str]) -> list[str]:
-    """The query's terms (SPEC §5.5), de-duplicated in order of first appearance.
-
-    :func:`~memory_rdf._text.tokenize`: Chinese in jieba's precise mode, while the nodes'
-    ``memory:term`` values are cut in its search mode (:func:`~memory_rdf._text.index_terms`),
-    which keeps every precise-mode word and adds the shorter words inside compounds. So a
-    query word found in a node's text is one of its terms, "车牌" finds "车牌号", and a long
-    query word is one term, not its parts counted again."""
-    return list(dict.fromkeys(t for k in keywords for t in tokenize(k)))
-
-
-def with_word_forms(terms: Sequence[str]) -> list[str]:
-    """``terms`` and the other forms of their English words (:func:`word_forms`), each once,
-    in order: what the keyword entry looks up."""
-    return list(dict.fromkeys(f for t in terms for f in (t, *word_forms(t))))
-
-
 def scored_terms(terms: Sequence[str], df: Mapping[str, int]) -> list[str]:
     """The terms the keyword entry scores (SPEC §5.5): those some node carries (``df`` > 0),
     rarest first, while their postings stay within :data:`POSTING_BUDGET` (the rarest one
@@ -192,21 +149,6 @@ def scored_terms(terms: Sequence[str], df: Mapping[str, int]) -> list[str]:
         scored.append(term)
         postings += df[term]
     return scored
-
-
-def bm25_idf(nodes: int, df: int) -> float:
-    """BM25's idf, in the always-positive form ln(1 + (N - df + 0.5) / (df + 0.5))."""
-    n = max(nodes, df)
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-
-
-def keyword_weight(nodes: int, dfs: Sequence[int]) -> float:
-    """The rarity of one recall keyword: the mean BM25 idf (:func:`bm25_idf`) of its query
-    terms, given their document frequencies (a term no node carries counts as df 0, the
-    rarest); a keyword without any term (only stop words) weighs as a term every node has."""
-    if not dfs:
-        return bm25_idf(nodes, nodes)
-    return sum(bm25_idf(nodes, df) for df in dfs) / len(dfs)
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,9 @@ from typing import Any
 
 from benchmarks.peers import Peer, Query, Snapshot, best_first, render
 from memory_rdf._oxigraph import AgentStore, node_id
-from memory_rdf._search import (
-    CANDIDATES,
-    bm25_idf,
-    query_terms,
-    scored_terms,
-    with_word_forms,
-)
+from memory_rdf._search import CANDIDATES, scored_terms
 from memory_rdf._text import significant_keywords
+from memory_rdf._words import bm25_idf, query_terms, with_word_forms
 
 SEP = "\x1f"  # joins a node's keywords in one FTS column; never inside a keyword
 
