@@ -1228,7 +1228,7 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
         pair("compression scans per CPU second of its thread, built-in model, model time "
              "excluded", "scans_per_cpu_s_excl_model", "scans/s", "FastModel, the same")
         pair("compression: CPU of the whole process per scan, built-in model, model time "
-             "excluded (other threads — disk writer, RocksDB: "
+             "excluded (other threads — store owner, RocksDB: "
              f"{_microseconds(b.get('others_cpu_us_per_scan'))})",
              "process_cpu_us_per_scan", "µs",
              f"FastModel, the same (other threads: "

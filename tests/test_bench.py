@@ -73,7 +73,7 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
         if timing.get("not_measurable"):  # a machine too loaded for CPU minus model time
             continue
         assert timing["scanned"] > 0 and timing["scans_per_cpu_s_excl_model"] > 0, timing
-        # the whole process's CPU (the disk writer's and RocksDB's threads too) is at least
+        # the whole process's CPU (the store owner's and RocksDB's threads too) is at least
         # the scanning thread's
         thread_us = 1e6 / timing["scans_per_cpu_s_excl_model"]
         assert timing["process_cpu_us_per_scan"] == pytest.approx(
@@ -109,7 +109,7 @@ def test_compression_throughput_times_only_scans_that_compress(tmp_path: Path) -
     assert len(costs) == 2, done.stdout
     for line in costs:
         found = re.search(r"process CPU ([\d,]+) µs a scan, model excluded \(([\d,]+) the "
-                          r"compression thread, ([\d,]+) the others: disk writer, RocksDB\): "
+                          r"compression thread, ([\d,]+) the others: store owner, RocksDB\): "
                           r".* at most ([\d,]+) scans/s on this machine's (\d+) CPUs", line)
         if found is None:
             # a machine too loaded: the model's wall-clock time passed the thread's CPU time,
