@@ -188,3 +188,24 @@ def test_a_copy_taken_while_the_writer_changes_its_files_is_taken_again(
         assert listed and (copy / manifest.name).read_bytes() == original + b"\0"
     finally:
         shutil.rmtree(copy.parent)
+
+
+def test_a_cli_query_stopped_at_its_timeout_leaves_no_copy(tmp_path: Path) -> None:
+    # Before: `memory-rdf sparql` left at its --timeout (or Ctrl-C) with the query thread
+    # still inside the engine, and the copy that thread read stayed in the temporary
+    # directory; now the store's finalizer deletes it as the process exits.
+    from tests.helpers import memory_rdf_command
+    from tests.test_hostile import COUNT
+
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "we sign sessions with JWT tokens"}])
+        assert mem.wait_idle(30)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = subprocess.run(
+        [memory_rdf_command(), "sparql", "a", COUNT, "--timeout", "1",
+         "--data-dir", str(tmp_path)], capture_output=True, text=True, encoding="utf-8",
+        timeout=120, env=_env(TMPDIR=str(scratch)),
+    )
+    assert result.returncode == 1 and "ran longer than --timeout 1 s" in result.stderr, result
+    assert list(scratch.iterdir()) == []
