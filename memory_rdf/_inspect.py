@@ -24,7 +24,8 @@ An operation is all-or-nothing per snapshot, so a retried result is never a mix 
 snapshots. Errors that another snapshot cannot cure — an unknown agent, a bad agent id, a
 SPARQL syntax error, a refused update, a store written by a newer schema — are raised at once.
 
->>> >>> from memory_rdf import MemoryManager
+>>> import tempfile
+>>> from memory_rdf import MemoryManager
 >>> data = tempfile.mkdtemp()
 >>> with MemoryManager("agent_007", data_dir=data) as mem:
 ...     mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
