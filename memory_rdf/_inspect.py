@@ -2,9 +2,10 @@
 :mod:`memory_rdf.inspect`), safe while another process holds the agent (SPEC §6).
 
 A running agent holds its store's RocksDB lock, so inspection never opens the store for
-writing: it copies the store's files (:func:`copy_store_files`: table files hard-linked where
-possible) and opens the copy with ``Store.read_only``, which takes no lock and never writes,
-creates or migrates anything. Nothing here can harm the agent's store.
+writing: it opens it read-only (``AgentStore(path, read_only=True)``), which takes no lock,
+never writes, creates or migrates anything, and reads a private copy of the agent's files that
+the store itself takes and deletes when it is closed or collected
+(:mod:`memory_rdf._oxigraph.snapshot`). Nothing here can harm the agent's store.
 
 **Live inspection.** The copy is a *fixed snapshot* of the store as it was when it was taken
 (SPEC §7): it does not see later writes. pyoxigraph calls a read-only open of the live
@@ -37,10 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,7 +48,6 @@ from memory_rdf._agents import (
     STORE_MARKER,
     agent_exists,
     agent_path,
-    refuse_shared_directory,
 )
 from memory_rdf._config import Config
 from memory_rdf._exceptions import (
@@ -95,9 +92,9 @@ RETRY_DELAY = 0.05
 def open_for_inspection(
     agent_id: str, data_dir: str | os.PathLike[str] | None = None
 ) -> AgentStore:
-    """A read-only snapshot of the agent's store: a private copy of its files, opened
-read-only (no lock taken, nothing written or created in the data directory). Close it with
-:func:`close_snapshot`, which deletes the copy.
+    """A read-only snapshot of the agent's store (no lock taken, nothing written or created in
+the data directory): ``close()`` it, which deletes its private copy of the agent's files (as
+its being garbage-collected does).
 
     Raises :class:`~memory_rdf.UnknownAgentError` naming the agent when it has no store, and
     :class:`~memory_rdf.InvalidInputError` for an invalid id, before any file is touched.
@@ -107,102 +104,13 @@ read-only (no lock taken, nothing written or created in the data directory). Clo
     path = agent_path(agent_id, data_dir)
     if not (path / STORE_MARKER).is_file():
         raise UnknownAgentError(f"unknown agent {agent_id!r}: no memory store at {path}")
-    refuse_shared_directory(path)
-    copy = copy_store_files(path)
-    try:
-        store = AgentStore(copy, read_only=True, origin=path)
-    except BaseException:
-        remove_copy(copy)
-        raise
+    store = AgentStore(path, read_only=True)
     try:
         refuse_foreign(store)
     except BaseException:
-        close_snapshot(store)
+        store.close()
         raise
     return store
-
-
-def close_snapshot(store: MemoryStore) -> None:
-    """Close a store :func:`open_for_inspection` opened and delete its private copy."""
-    store.close()
-    if isinstance(store, AgentStore) and store.path is not None and store.path not in _KEPT:
-        remove_copy(store.path)
-
-
-#: Copies still read after their inspection ended (an rdflib graph over one): each is deleted
-#: when the object reading it is garbage-collected (or at exit).
-_KEPT: set[Path] = set()
-
-
-def _keep_copy(reader: object, copy: Path) -> None:
-    _KEPT.add(copy)
-
-    def release() -> None:
-        _KEPT.discard(copy)
-        remove_copy(copy)
-
-    weakref.finalize(reader, release)
-
-
-def copy_store_files(path: Path) -> Path:
-    """A private copy of the RocksDB files of the store at ``path``, taken while its writer
-    may be at work, in a new temporary directory (same name as ``path``, so the agent keeps
-    its name); returns the copy's path. Nothing in ``path`` is written.
-
-    Opening the live directory itself read-only beside a writer is undefined behaviour in
-    RocksDB (pyoxigraph says so): measured here, a read-only open taken while a writer was
-    flushing made about one query in six loop for ever, holding a core and growing by
-    ~400 MB/s. The copy is consistent: table files (``*.sst``) never change once written,
-    so they are hard-linked where the file system allows (copied otherwise); the manifest and
-    the write-ahead logs are copied as they are, and RocksDB reads a log's torn last record
-    as a crash's (the copy holds every write batch up to some point, each whole). If the
-    writer changed its file set meanwhile (a new manifest record: a flush or compaction, which
-    may delete files the copy names), the copy is taken again; after :data:`ATTEMPTS`
-    tries, :class:`OSError`.
-    """
-    for _ in range(ATTEMPTS * 4):
-        root = Path(tempfile.mkdtemp(prefix="memory-rdf-snapshot-"))
-        copy = root / path.name
-        try:
-            copy.mkdir(mode=0o700)
-            if _copy_once(path, copy):
-                return copy
-        except FileNotFoundError:
-            pass  # a file deleted under the copy: the writer changed its file set
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-        shutil.rmtree(root, ignore_errors=True)
-        time.sleep(RETRY_DELAY)
-    raise OSError(f"cannot take a consistent copy of {path}: its writer keeps changing it")
-
-
-def _copy_once(path: Path, copy: Path) -> bool:
-    """One try of :func:`copy_store_files`: True when the writer's file set stayed the same."""
-    current = (path / "CURRENT").read_bytes()
-    manifest = path / current.decode("ascii", "replace").strip()
-    before = manifest.stat().st_size
-    for name in sorted(os.listdir(path)):
-        source = path / name
-        if name == "LOCK" or name.startswith("LOG") or not source.is_file():
-            continue
-        target = copy / name
-        if name.endswith(".sst"):
-            try:
-                os.link(source, target)
-                continue
-            except OSError as exc:
-                if isinstance(exc, FileNotFoundError):
-                    raise
-        shutil.copyfile(source, target)
-    (copy / "CURRENT").write_bytes(current)
-    return (path / "CURRENT").read_bytes() == current and manifest.stat().st_size == before
-
-
-def remove_copy(copy: Path) -> None:
-    """Delete a copy :func:`copy_store_files` made (its temporary directory)."""
-    if copy.parent.name.startswith("memory-rdf-snapshot-"):
-        shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -234,6 +142,15 @@ def inspect_agent(
             return operation(remote)
         finally:
             remote.close()
+    return _on_snapshots(agent_id, data_dir, operation, attempts, keep=False)
+
+
+def _on_snapshots(
+    agent_id: str, data_dir: str | os.PathLike[str] | None,
+    operation: Callable[[MemoryStore], T], attempts: int, *, keep: bool,
+) -> T:
+    """:func:`inspect_agent`'s retries on embedded stores. Each snapshot is closed after its
+    attempt, except, with ``keep``, the one whose result is returned: that result owns it."""
     delay = RETRY_DELAY
     attempt = 0
     while True:
@@ -241,7 +158,10 @@ def inspect_agent(
         store: MemoryStore | None = None
         try:
             store = open_for_inspection(agent_id, data_dir)
-            return operation(store)
+            result = operation(store)
+            if keep:
+                store = None
+            return result
         except BaseException as exc:
             if not _retryable(exc):
                 raise
@@ -255,7 +175,7 @@ def inspect_agent(
                 ) from exc
         finally:
             if store is not None:
-                close_snapshot(store)
+                store.close()
         time.sleep(delay)
         delay *= 2
 
@@ -335,7 +255,7 @@ def inspect_stats(store: MemoryStore) -> dict[str, Any]:
     focus = FocusManager(store, 1).ids()
     texts = nodes.texts(focus)
     journal = Journal(store)
-    path = store.origin if isinstance(store, AgentStore) else store.path
+    path = store.path
     return {
         "agent_id": path.name if path is not None else getattr(store, "agent_id", None),
         "store_path": str(path.resolve()) if path is not None else store.location,
@@ -470,12 +390,10 @@ def open_rdflib_graph(
         for prefix, iri in V.PREFIXES.items():
             graph.bind(prefix, iri)
         len(graph)  # read the snapshot once: a failure here is retried on a fresh one
-        assert store.path is not None
-        _keep_copy(graph, store.path)  # the snapshot's files go when the graph goes
         return graph
 
-    # The graph keeps the pyoxigraph store alive after inspect_agent drops its own reference.
-    return inspect_agent(agent_id, data_dir, open_graph)
+    # The graph owns the snapshot: it closes it (deleting the copy) when it is collected.
+    return _on_snapshots(agent_id, data_dir, open_graph, ATTEMPTS, keep=True)
 
 
 def validate(store: MemoryStore) -> tuple[bool, str]:

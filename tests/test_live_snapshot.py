@@ -7,6 +7,7 @@ ever, holding a core and growing by ~400 MB/s (CI: `memory-rdf recall` hung for 
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from memory_rdf import MemoryManager, inspect
-from memory_rdf._inspect import close_snapshot, copy_store_files, open_for_inspection
+from memory_rdf._inspect import open_for_inspection
+from memory_rdf._oxigraph import AgentStore
+from memory_rdf._oxigraph.snapshot import copy_store_files
 from tests.helpers import FAST, ScriptedModel
 from tests.test_cli import _env, start_writer
 
@@ -62,25 +65,98 @@ def test_forty_inspections_beside_a_flushing_writer_all_answer(tmp_path: Path) -
     assert list(scratch.iterdir()) == []
 
 
-def test_a_snapshot_is_a_private_copy_deleted_after_use(tmp_path: Path) -> None:
+def _snapshots(scratch: Path) -> list[Path]:
+    return sorted(scratch.glob("memory-rdf-snapshot-*"))
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary directory of the test's own, where the read-only stores put their copies."""
+    import tempfile
+
+    path = tmp_path / "scratch"
+    path.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    return path
+
+
+def test_a_read_only_store_reads_a_private_copy_deleted_at_close(
+    tmp_path: Path, scratch: Path
+) -> None:
     with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
         mem.remember([{"role": "user", "content": "我们用 PostgreSQL 存订单"}])
         assert mem.wait_idle(30)
-        store = open_for_inspection("a", tmp_path)
+        store = AgentStore(tmp_path / "a", read_only=True)
         try:
-            assert store.path is not None and store.origin == tmp_path / "a"
-            assert store.path != store.origin and store.path.name == "a"
+            # the store names the agent's own directory; it reads its copy
+            assert store.path == tmp_path / "a" and store.snapshot is not None
+            copy = store.snapshot.path
+            assert copy != store.path and copy.name == "a" and _snapshots(scratch) == [copy.parent]
+            assert store.scalar("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }") > 0
             if Path("/proc/self/fd").is_dir():  # the snapshot's reads go to the copy
                 opened = {os.path.realpath(f"/proc/self/fd/{fd}")
                           for fd in os.listdir("/proc/self/fd")}
-                assert any(p.startswith(str(store.path.resolve())) for p in opened)
+                assert any(p.startswith(str(copy.resolve())) for p in opened)
         finally:
-            close_snapshot(store)
-        assert not store.path.exists() and not store.path.parent.exists()
+            store.close()
+        assert not copy.exists() and _snapshots(scratch) == []
         # The agent keeps working on its own directory meanwhile.
         mem.remember([{"role": "user", "content": "Redis 做缓存"}])
         assert mem.wait_idle(30)
         assert inspect.stats("a", tmp_path)["nodes"] == 2
+        assert _snapshots(scratch) == []
+
+
+def test_an_abandoned_read_only_store_leaves_no_copy_after_gc(
+    tmp_path: Path, scratch: Path
+) -> None:
+    # Before: the copy was deleted by close_snapshot() only (or by a finalizer an rdflib graph
+    # had to be given by hand): a read-only store dropped without close() left it behind.
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
+        assert mem.wait_idle(30)
+    stores = [AgentStore(tmp_path / "a", read_only=True), open_for_inspection("a", tmp_path)]
+    assert all(s.scalar("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }") > 0 for s in stores)
+    assert len(_snapshots(scratch)) == 2
+    del stores
+    gc.collect()
+    assert _snapshots(scratch) == []
+
+
+def test_an_rdflib_graph_out_of_scope_leaves_no_copy_after_gc(
+    tmp_path: Path, scratch: Path
+) -> None:
+    pytest.importorskip("oxrdflib")
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
+        assert mem.wait_idle(30)
+
+    def phrases() -> list[str]:
+        graph = inspect.open_rdflib_graph("a", tmp_path)
+        assert len(_snapshots(scratch)) == 1  # the graph reads its snapshot's copy
+        return [str(row[0]) for row in graph.query("SELECT ?c WHERE { ?n memory:content ?c }")]
+
+    assert phrases() == ["PostgreSQL 存订单"]
+    gc.collect()
+    assert _snapshots(scratch) == []
+
+
+def test_a_copy_left_by_a_process_exiting_without_close_is_deleted(tmp_path: Path) -> None:
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
+        assert mem.wait_idle(30)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = ("import sys; from pathlib import Path; from memory_rdf._oxigraph import AgentStore\n"
+            "KEPT = AgentStore(Path(sys.argv[1]), read_only=True)\n"
+            "print(len(list(Path(sys.argv[2]).iterdir())), flush=True)\n")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "a"), str(scratch)], cwd=REPO,
+        capture_output=True, text=True, timeout=120, env=_env(TMPDIR=str(scratch)),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1"]  # the copy existed while the store was open
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_copy_taken_while_the_writer_changes_its_files_is_taken_again(
@@ -112,3 +188,24 @@ def test_a_copy_taken_while_the_writer_changes_its_files_is_taken_again(
         assert listed and (copy / manifest.name).read_bytes() == original + b"\0"
     finally:
         shutil.rmtree(copy.parent)
+
+
+def test_a_cli_query_stopped_at_its_timeout_leaves_no_copy(tmp_path: Path) -> None:
+    # Before: `memory-rdf sparql` left at its --timeout (or Ctrl-C) with the query thread
+    # still inside the engine, and the copy that thread read stayed in the temporary
+    # directory; now the store's finalizer deletes it as the process exits.
+    from tests.helpers import memory_rdf_command
+    from tests.test_hostile import COUNT
+
+    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": "we sign sessions with JWT tokens"}])
+        assert mem.wait_idle(30)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = subprocess.run(
+        [memory_rdf_command(), "sparql", "a", COUNT, "--timeout", "1",
+         "--data-dir", str(tmp_path)], capture_output=True, text=True, encoding="utf-8",
+        timeout=120, env=_env(TMPDIR=str(scratch)),
+    )
+    assert result.returncode == 1 and "ran longer than --timeout 1 s" in result.stderr, result
+    assert list(scratch.iterdir()) == []

@@ -265,16 +265,15 @@ def test_a_replaced_mirror_build_still_running_keeps_the_agent_held(
     assert store.wait_mirror(60)
     store.store.update('INSERT DATA { <urn:a> <urn:b> "c" }')
     reading, go = threading.Event(), threading.Event()
-    write = S._LoadSink.write
 
-    def held_write(self: S._LoadSink, chunk: bytes) -> int:
-        if not reading.is_set():  # the first build after this: held in its first chunk
+    def step(name: str) -> None:
+        # the first build after this: held at its first chunk, the snapshot taken (the
+        # owner's turn free again), the disk store in hand
+        if name == "loading" and not reading.is_set():
             reading.set()
-            self._started()  # the snapshot is taken: the owner's turn is free again
             assert go.wait(60)
-        return write(self, chunk)
 
-    monkeypatch.setattr(S._LoadSink, "write", held_write)
+    monkeypatch.setattr(S, "build_steps", step)
     with store.turn():
         store._mirror.rebuild("a test")  # type: ignore[union-attr]
     assert reading.wait(30)

@@ -498,16 +498,14 @@ def test_a_cancelled_build_stops_between_chunks_and_ends_its_thread(tmp_path: Pa
 def _held_build(monkeypatch: pytest.MonkeyPatch, during: Any) -> threading.Event:
     """Mirror builds call ``during()`` in the build thread once the copy is in, before its link
     index is built (no lock held): the returned event is set once it has returned."""
-    real = mirror_module.build_index
     done = threading.Event()
 
-    def build_index(mirror: ox.Store) -> None:
-        if not done.is_set():
+    def step(name: str) -> None:
+        if name == "indexing" and not done.is_set():
             during()
             done.set()
-        real(mirror)
 
-    monkeypatch.setattr(mirror_module, "build_index", build_index)
+    monkeypatch.setattr(mirror_module, "build_steps", step)
     return done
 
 

@@ -23,6 +23,8 @@ Everything above it speaks in node ids, strengths and relation names. Its parts:
   stores under the open-files limit;
 * :mod:`.agent_lock`, :mod:`.directories`, :mod:`.restore` — the agent's writer lock, its
   directory (crash repair of a purge, RocksDB's files), restoring a backup;
+* :mod:`.snapshot` — the private copy of an agent's files that a read-only store takes, reads
+  and deletes when it is closed or collected (inspection beside a live writer);
 * :mod:`.integrity`, :mod:`.conversions`, :mod:`.rdflib_view` — the integrity checks run on a
   store, the endpoint's answers converted, a store as an rdflib graph.
 

@@ -45,6 +45,7 @@ from memory_rdf._oxigraph.mirror import _Mirror
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET
 from memory_rdf._oxigraph.open_files import OPEN_STORES
 from memory_rdf._oxigraph.owner import StoreOwner, _Turn, parallel_writes
+from memory_rdf._oxigraph.snapshot import Snapshot
 from memory_rdf._oxigraph.term_index import TermIndexes
 from memory_rdf._oxigraph.terms import Term, to_python
 from memory_rdf._query_guard import check_user_query
@@ -63,18 +64,19 @@ class AgentStore(MemoryStore):
     store, the *read mirror* (see :class:`_Mirror`): True always, None when its estimated size
     fits the memory available (:func:`mirror_fits`), False never. The disk store stays the
     truth: every write lands there first, then on the mirror — or, for a large one, on both at
-    once (:meth:`_commit_at_once`).
+    once (:meth:`_commit_at_once`). ``read_only``: a fixed snapshot, no lock taken: it reads a
+    private copy of ``path``'s files that it deletes when closed or collected (:mod:`.snapshot`).
     """
 
     local_writes = True
 
     def __init__(self, path: Path | None, *, read_only: bool = False,
-                 mirror: bool | None = False, origin: Path | None = None) -> None:
+                 mirror: bool | None = False) -> None:
         self.path = path
-        #: The agent directory this store reads: ``path``, or the one a read-only snapshot
-        #: (``path``, a private copy: :func:`memory_rdf._inspect.copy_store_files`) was taken of.
-        self.origin = origin if origin is not None else path
         self.read_only = read_only
+        #: A read-only store on disk reads a private copy of ``path``'s files, its own: deleted
+        #: when it is closed or collected (:class:`~.snapshot.Snapshot`).
+        self.snapshot: Snapshot | None = None
         self._commits_since_optimize = 0
         self._unflushed = 0  # bytes of update text since the last flush()
         self.auto_flushes = 0
@@ -107,8 +109,9 @@ class AgentStore(MemoryStore):
                 refuse_shared_directory(path)
             if path is None:
                 self._store: ox.Store | None = ox.Store()
-            elif read_only:
-                self._store = ox.Store.read_only(str(path))
+            elif read_only:  # never the live directory: undefined beside a writer
+                self.snapshot = Snapshot(self, path)
+                self._store = self.snapshot.open()
             else:
                 # The lock first: the crash repair and the checks below must not run while
                 # another writer (a purge's swap, above all) is at work in the directory.
@@ -304,6 +307,8 @@ class AgentStore(MemoryStore):
                     store.flush()
             del store
             gc.collect()
+        if self.snapshot is not None:
+            self.snapshot.delete()
         return self._release_agent_lock()
 
     def keep_agent_lock(self) -> AgentLock | None:

@@ -50,6 +50,11 @@ MIRROR_CATCH_UP_BYTES = 1 << 20
 #: applies what the writers committed during the previous one: the mirror applies an update
 #: several times faster than the writer makes it, so rounds shrink fast).
 MIRROR_CATCH_UP_ROUNDS = 8
+#: The tests' seam into a build (None in use): called in the build's thread with the step it
+#: reached, to hold the build there or act beside it. ``"loading"``: the dump has taken its
+#: snapshot, the owner's turn is free again, the disk store still held (StoreUsers), at its
+#: first chunk; ``"indexing"``: the copy is in, nothing held, before its link index is built.
+build_steps: Callable[[str], None] | None = None
 
 
 def _nodes_estimate(disk: ox.Store) -> int:
@@ -126,6 +131,8 @@ class _LoadSink:
 
     def write(self, data: bytes) -> int:
         self._started()
+        if build_steps is not None and not self.loaded:
+            build_steps("loading")
         if self._cancel.is_set():
             raise _Cancelled
         if self._error is not None:
@@ -349,6 +356,8 @@ class _Mirror:
             if self._cancel.is_set():
                 raise _Cancelled
             # The link index of the snapshot (the commits queued meanwhile bring theirs).
+            if build_steps is not None:
+                build_steps("indexing")
             build_index(mirror)
             self._catch_up(mirror)
             with owner.turn():

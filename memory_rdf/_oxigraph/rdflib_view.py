@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,10 +15,15 @@ if TYPE_CHECKING:
 def rdflib_graph(store: AgentStore) -> rdflib.Graph:
     """``store``'s default graph as an rdflib graph over its pyoxigraph store (oxrdflib's
     ``OxigraphStore``; ``identifier=DATASET_DEFAULT_GRAPH_ID``, else rdflib names the graph
-    with a fresh blank node, which oxrdflib maps to an empty named graph)."""
+    with a fresh blank node, which oxrdflib maps to an empty named graph).
+
+    The graph owns ``store``: it is closed when the graph is garbage-collected (or at exit),
+    which deletes a read-only store's private copy."""
     import rdflib  # imported here: rdflib takes a while to import
     from oxrdflib import OxigraphStore
 
-    return rdflib.Graph(
+    graph = rdflib.Graph(
         OxigraphStore(store=store.store), identifier=rdflib.graph.DATASET_DEFAULT_GRAPH_ID
     )
+    weakref.finalize(graph, store.close)
+    return graph
