@@ -167,12 +167,13 @@ class LinkStore:
         ``sources``, a chunk at a time, over live links of the given relations; None when no
         read mirror serves reads — not before, nor at any chunk (a mirror renewed meanwhile):
         then ask the SPEC §2 layout for all of them."""
-        if not self._store.mirrored:
+        local = self._store.local
+        if local is None or not local.mirrored:  # an endpoint has no read mirror
             return None
         rels = relation_terms(relations)
         out: list[Sequence[Any]] = []
         for part in chunks(sources):
-            rows = self._store.mirror_rows(render(
+            rows = local.mirror_rows(render(
                 name, sources=[node_ref(i) for i in part],
                 threshold=self._threshold, relations=rels,
             ))

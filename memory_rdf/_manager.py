@@ -378,8 +378,9 @@ class MemoryManager:
 
     def _on_idle(self) -> None:
         """Called by the scheduler when the agent's queue empties."""
-        if self._store is not None:
-            self._store.maybe_optimize_in_background()
+        local = self._store.local if self._store is not None else None
+        if local is not None:
+            local.maybe_optimize_in_background()
 
     def _open_store(self) -> MemoryStore:
         if self.endpoint is None:
@@ -444,9 +445,10 @@ class MemoryManager:
         # nothing, an accepted remember is never refused after it was journalled, and no other
         # agent waits on this one's disk write. The manager's own lock keeps close() out.
         # Ctrl-C is held back from the journal write to the queueing (an embedded store's
-        # write is local and short): an interrupt raises before the write, and nothing is
-        # stored, or once the remember is queued — never with it journalled but not queued.
-        with self._lock, interrupts_held(store.local_writes) as held:
+        # write is local and short; an endpoint's may retry for minutes): an interrupt raises
+        # before the write, and nothing is stored, or once the remember is queued — never with
+        # it journalled but not queued.
+        with self._lock, interrupts_held(store.local is not None) as held:
             self._check_open()
             slot = scheduler.reserve(self.agent_id, self.config.max_queue_size)
             task_id = uuid.uuid4().hex
@@ -937,8 +939,8 @@ class MemoryManager:
                 vectors = self._vectors
                 batch.after_commit(lambda: vectors.forgotten(list(found)))
             store.commit(batch)
-        if purge:
-            store.rewrite()
+        if purge and store.local is not None:  # an endpoint's files are the server's
+            store.local.rewrite()
         return len(found)
 
     def pin(self, ids: Sequence[str], *, timeout: float | None = None) -> int:
@@ -1010,7 +1012,7 @@ class MemoryManager:
         the build has the CPUs and few updates to replay. (A renewal at 100k nodes beside
         continuous compression took ~150 s, with reads on disk and the scans at half speed,
         instead of ~50 s; benchmarks/PROFILE.md, seventh pass.)"""
-        store, wait = self._store, MIRROR_WAIT
+        store, wait = self._store.local if self._store is not None else None, MIRROR_WAIT
         while store is not None and store.mirror_building:
             yield Backoff(wait)
             wait = min(2 * wait, MIRROR_WAIT_MAX)
@@ -1130,6 +1132,7 @@ class MemoryManager:
             MemoryClosedError: the manager is closed, or not initialized yet.
         """
         store = self._check_open()
+        local = store.local
         links, dangling = self._links.counts()
         calls = CallStats()
         calls.add(self._rememberer.stats)
@@ -1154,8 +1157,8 @@ class MemoryManager:
             "store_read_only": store.read_only,
             "recall_queue_wait_ms": _wait_summary(
                 self._system._scheduler.recall_waits(self.agent_id)),
-            "read_mirror": store.mirror_state,
-            "read_mirror_renewals": store.mirror_renewals,
+            "read_mirror": local.mirror_state if local is not None else "off",
+            "read_mirror_renewals": local.mirror_renewals if local is not None else 0,
             **(self._vectors.stats() if self._vectors is not None else {}),
         }
 

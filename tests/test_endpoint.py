@@ -789,6 +789,27 @@ def test_stats_and_json_of_an_endpoint_agent(server: Server) -> None:
         json.dumps(stats, default=str)
 
 
+def test_an_endpoint_store_has_no_embedded_part_and_a_purge_still_forgets(
+    server: Server, tmp_path: Path
+) -> None:
+    """The store interface holds what both stores mean (issue 36): the upkeep of files and
+    the read mirror are the embedded store's alone, asked for through ``store.local``."""
+    with server.endpoint() as ep, MemoryManager("np", endpoint=ep, config=FAST,
+                                                model=ScriptedModel()) as mem:
+        assert mem.store.local is None
+        for member in ("flush", "optimize", "rewrite", "maybe_optimize_in_background",
+                       "mirrored", "mirror_rows", "mirror_state", "mirror_building",
+                       "auto_flushes"):
+            assert not hasattr(mem.store, member), member
+        remember(mem, "JWT login | PostgreSQL orders")
+        listed = {e["content"]: e["id"] for e in mem.memories()}
+        assert mem.forget([listed["JWT login"]], purge=True) == 1
+        assert "JWT login" not in mem.recall(["JWT", "PostgreSQL"], entry="keywords")
+        assert "PostgreSQL orders" in mem.recall(["PostgreSQL"], entry="keywords")
+    with MemoryManager("np", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
+        assert mem.store.local is mem.store
+
+
 # ---------------------------------------------------------------------------------------------
 # The command line: --endpoint wherever --data-dir is taken
 # ---------------------------------------------------------------------------------------------

@@ -68,8 +68,6 @@ class AgentStore(MemoryStore):
     private copy of ``path``'s files that it deletes when closed or collected (:mod:`.snapshot`).
     """
 
-    local_writes = True
-
     def __init__(self, path: Path | None, *, read_only: bool = False,
                  mirror: bool | None = False) -> None:
         self.path = path
@@ -79,7 +77,7 @@ class AgentStore(MemoryStore):
         self.snapshot: Snapshot | None = None
         self._commits_since_optimize = 0
         self._unflushed = 0  # bytes of update text since the last flush()
-        self.auto_flushes = 0
+        self.auto_flushes = 0  # flushes because FLUSH_AFTER_BYTES of updates piled up
         #: Commits applied to the disk store and the read mirror at once (_commit_at_once).
         self.commits_at_once = 0
         #: A background flush / compaction is queued for the owner and has not started.
@@ -145,6 +143,10 @@ class AgentStore(MemoryStore):
     def location(self) -> str:
         return str(self.path) if self.path is not None else "(in memory)"
 
+    @property
+    def local(self) -> AgentStore:
+        return self
+
     # -- the read mirror -----------------------------------------------------------------------
 
     def _start_mirror(self) -> None:
@@ -162,8 +164,14 @@ class AgentStore(MemoryStore):
 
     @property
     def mirror_state(self) -> str:
+        """The read mirror: "on", "loading", "off", "too large" or "failed" (reads on disk)."""
         mirror = self._mirror
         return "off" if mirror is None else mirror.state
+
+    @property
+    def mirror_building(self) -> bool:
+        """A read mirror is being built (automatic compression waits for it)."""
+        return self.mirror_state == "loading"
 
     def wait_mirror(self, timeout: float | None = None) -> bool:
         """Wait until the read mirror is built (or given up); True when it serves reads."""
@@ -517,10 +525,13 @@ class AgentStore(MemoryStore):
 
     @property
     def mirrored(self) -> bool:
+        """A read mirror serves reads now (it may go away: :meth:`mirror_rows` says None)."""
         mirror = self._mirror
         return mirror is not None and mirror.store is not None
 
     def mirror_rows(self, query: str) -> list[Sequence[Any]] | None:
+        """Rows (pyoxigraph terms, None unbound; the caller reads each ``value`` it needs) of a
+        ``mirror_*.rq`` query over the mirror's link index; None: no mirror serves reads."""
         mirror = self._mirror
         copy = None if mirror is None else mirror.store
         if copy is None:

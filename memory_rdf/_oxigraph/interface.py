@@ -1,6 +1,8 @@
 """The store interface (:class:`MemoryStore`): what the library needs from a store,
 implemented by the embedded :class:`~memory_rdf._oxigraph.agent_store.AgentStore` and by the
-SPARQL endpoint store of ``memory_rdf._remote``.
+SPARQL endpoint store of ``memory_rdf._remote``. What only the embedded store has (upkeep
+of its files, its read mirror) is on :class:`AgentStore`, reached through
+:attr:`MemoryStore.local`.
 """
 
 from __future__ import annotations
@@ -8,11 +10,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from memory_rdf._oxigraph.batch import EMBEDDED_GRAPHS, Graphs, WriteBatch
 from memory_rdf._oxigraph.render import Param, render
 from memory_rdf._oxigraph.terms import Term
+
+if TYPE_CHECKING:
+    from memory_rdf._oxigraph.agent_store import AgentStore
 
 Row = tuple[Any, ...]
 UserResult = list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]
@@ -26,11 +31,6 @@ class MemoryStore(ABC):
     #: The directory of an embedded store (None for an endpoint or an in-memory store).
     path: Path | None = None
     read_only: bool = False
-    #: Whether a write is local and short (embedded RocksDB): remember() then holds Ctrl-C
-    #: back across its journal write and queueing (an endpoint's write may retry for minutes).
-    local_writes: bool = False
-    #: Writes flushed to disk because FLUSH_AFTER_BYTES piled up (embedded only).
-    auto_flushes: int = 0
     #: Where the agent's graphs are.
     graphs: Graphs = EMBEDDED_GRAPHS
     #: Only standard SPARQL 1.1 may be sent (no Oxigraph extensions such as LATERAL, §8).
@@ -69,32 +69,11 @@ class MemoryStore(ABC):
         return self.rows(query)
 
     @property
-    def mirrored(self) -> bool:
-        """Whether a read mirror serves reads now (its link index included; it may go away
-        before the next read: :meth:`mirror_rows` then says None)."""
-        return False
-
-    @property
-    def mirror_building(self) -> bool:
-        """Whether a read mirror is being built (at open, after a purge, at a renewal): until
-        it serves reads they go to disk, and automatic compression waits for it."""
-        return self.mirror_state == "loading"
-
-    @property
-    def mirror_state(self) -> str:
-        """The read mirror: "on", "loading", "off", "too large" (the automatic choice said
-        no) or "failed" (reads go to disk). An endpoint store has none."""
-        return "off"
-
-    #: Times the read mirror was built again to shed the triples deleted from it.
-    mirror_renewals = 0
-
-    def mirror_rows(self, query: str) -> list[Sequence[Any]] | None:
-        """Rows of a query over the read mirror's link index (``mirror_*.rq``), or None when no
-        read mirror serves reads (ask the SPEC §2 layout instead). Each row holds pyoxigraph
-        terms (their ``value``: the IRI or the literal's lexical form; None when unbound), in
-        projection order: the caller knows its columns and reads only what it needs (a
-        generic conversion of every term was a fifth of a level's time)."""
+    def local(self) -> AgentStore | None:
+        """The embedded store behind this interface, for what only it has — its upkeep
+        (``flush``, ``optimize``, ``rewrite``, ``maybe_optimize_in_background``) and its read
+        mirror (``mirrored``, ``mirror_rows``, ``mirror_state``, ``mirror_building``,
+        ``mirror_renewals``); None for an endpoint, whose files and caches are the server's."""
         return None
 
     def column(self, query: str) -> list[Any]:
@@ -135,19 +114,6 @@ class MemoryStore(ABC):
     @abstractmethod
     def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
         """The memory network (turtle, ntriples), or every graph of the agent (nquads, trig)."""
-
-    def flush(self) -> None:  # noqa: B027 - nothing to do for an endpoint
-        """Make the writes durable (embedded: RocksDB memtables to disk)."""
-
-    def optimize(self) -> None:  # noqa: B027 - nothing to do for an endpoint
-        """Compact the store (embedded only)."""
-
-    def rewrite(self) -> None:  # noqa: B027 - an endpoint's files are the server's
-        """Make deleted data unrecoverable from the store's files (embedded: a fresh copy,
-        forget(purge=True)); on an endpoint, the server's own storage decides."""
-
-    def maybe_optimize_in_background(self) -> bool:
-        return False
 
     def outage(self) -> str | None:
         """Why the store cannot be reached right now (a server that does not answer), for
