@@ -151,7 +151,7 @@ def test_a_purge_of_a_parked_agent(tmp_path: Path) -> None:
     with MemoryManager("agent", data_dir=tmp_path, config=FAST.replace(read_mirror=True),
                        model=ScriptedModel()) as mem:
         remember(mem, "we chose PostgreSQL | the vault code is Wallaby")
-        store = mem._store
+        store = mem.store
         assert store.wait_mirror(60) and store.park()
         ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
         assert store.wait_mirror(60) and store.park()

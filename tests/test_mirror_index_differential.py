@@ -96,7 +96,7 @@ class Agent:
     @property
     def store(self) -> AgentStore:
         assert self.mem is not None
-        store = self.mem._store
+        store = self.mem.store
         assert isinstance(store, AgentStore)
         return store
 

@@ -36,7 +36,7 @@ def at_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def in_step(mem: MemoryManager) -> AgentStore:
-    store = mem._store
+    store = mem.store
     assert isinstance(store, AgentStore)
     assert store.wait_mirror(60), store.mirror_state
     assert store._mirror is not None and store._mirror.store is not None

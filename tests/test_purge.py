@@ -76,7 +76,7 @@ def test_purge_erases_the_text_from_every_file(make_manager, data_dir: Path) -> 
     ids = _ids(mem)
     store_dir = data_dir / "agent"
     # a RocksDB store keeps a deleted value in its files: plain forget leaves the bytes
-    mem._store.flush()  # type: ignore[union-attr]  # as a long-running agent would have
+    mem.store.local.flush()  # type: ignore[union-attr]  # as a long-running agent would have
     assert files_holding(store_dir, "Wallaby")
     assert mem.forget([ids[SECRET]]) == 1
     assert files_holding(store_dir, "Wallaby"), "plain forget was expected to leave the bytes"
@@ -105,7 +105,7 @@ def test_purge_in_one_call_and_from_the_journal(make_manager, data_dir: Path) ->
     assert mem.wait_idle(30)
     model.fail["segment"] = 0
     assert mem.stats()["failed_tasks"] == 1
-    mem._store.flush()  # type: ignore[union-attr]
+    mem.store.local.flush()  # type: ignore[union-attr]
     assert files_holding(data_dir, "Wallaby")
     assert mem.forget([secret_id], purge=True) == 1
     assert files_holding(data_dir, "Wallaby") == []
@@ -261,7 +261,7 @@ def test_a_purge_waits_for_a_timed_out_query_still_running(data_dir: Path) -> No
     config = FAST.replace(read_mirror=False)
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
         remember(mem, "we chose PostgreSQL | the cat is called Miso")
-        fill_for_a_heavy_count(mem._store)
+        fill_for_a_heavy_count(mem.store)
         with pytest.raises(QueryTimeoutError):
             mem.sparql(HEAVY_COUNT, timeout=0.05)
         assert mem.forget([_ids(mem)["the cat is called Miso"]], purge=True) == 1
@@ -279,9 +279,9 @@ def test_a_purge_waits_for_an_untimed_read_in_another_thread(data_dir: Path) -> 
     config = FAST.replace(read_mirror=False)
     with MemoryManager("agent", data_dir=data_dir, config=config, model=ScriptedModel()) as mem:
         remember(mem, "we chose PostgreSQL | the cat is called Miso")
-        answer = fill_for_a_heavy_count(mem._store)
+        answer = fill_for_a_heavy_count(mem.store)
         reader, answers = read_in_another_thread(
-            mem._store, lambda: mem.sparql(HEAVY_COUNT, timeout=None, limit=None))
+            mem.store, lambda: mem.sparql(HEAVY_COUNT, timeout=None, limit=None))
         assert mem.forget([_ids(mem)["the cat is called Miso"]], purge=True) == 1
         reader.join(timeout=600)
         assert answers == [answer]

@@ -65,7 +65,7 @@ QUERIES = [
 def assert_in_step(mem: MemoryManager) -> None:
     """The mirror holds exactly the disk store's quads (every graph), and its link index is
     exactly the one derived afresh from them; the disk store holds no index."""
-    store = mem._store
+    store = mem.store
     assert isinstance(store, AgentStore)
     assert store.wait_mirror(60), store.mirror_state
     assert store._mirror is not None and store._mirror.store is not None
@@ -110,12 +110,12 @@ def test_mirror_stays_in_step_and_answers_as_the_disk_store(
         ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
         assert mem.forget([ids["my address is 42 Wallaby Way"]], purge=True) == 1
         assert_in_step(mem)  # rebuilt from the rewritten store
-        assert mem._store.mirror_state == "on"  # type: ignore[union-attr]
+        assert mem.store.local.mirror_state == "on"  # type: ignore[union-attr]
         states.append(answers(mem))
         assert "Wallaby" not in str(states[-1])
     # the same store, read from disk: every answer identical
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
-        assert mem._store.mirror_state == "off"  # type: ignore[union-attr]
+        assert mem.store.local.mirror_state == "off"  # type: ignore[union-attr]
         assert answers(mem) == states[-1]
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         assert_in_step(mem)
@@ -146,7 +146,7 @@ def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
     # the same store when (as measured at open) no memory is available: no mirror
     monkeypatch.setattr(mirror_budget, "available_memory", lambda: 0)
     with MemoryManager("auto", data_dir=data_dir, config=FAST, model=model) as mem:
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore)
         assert not store.wait_mirror(60)
         assert store.mirror_state == "too large"
@@ -154,7 +154,7 @@ def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
         assert "JWT" in mem.recall(["JWT"], depth=2)
     # False: never; True: whatever the memory
     with MemoryManager("auto", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
-        assert mem._store.mirror_state == "off"  # type: ignore[union-attr]
+        assert mem.store.local.mirror_state == "off"  # type: ignore[union-attr]
         assert mem.stats()["read_mirror"] == "off"
     with MemoryManager("auto", data_dir=data_dir, config=MIRROR, model=model) as mem:
         assert_in_step(mem)
@@ -167,24 +167,24 @@ def test_the_automatic_choice_counts_the_process_s_other_mirrors(
     for agent in ("a", "b"):
         with MemoryManager(agent, data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
             build(mem, model)
-            store = mem._store
+            store = mem.store
             assert isinstance(store, AgentStore)
             estimate = (mirror_module._nodes_estimate(store.store)
                         * mirror_budget.MIRROR_BYTES_PER_NODE)
     # room for one of the two: a needs 4x its size available, a and b together 7x
     monkeypatch.setattr(mirror_budget, "available_memory", lambda: 5 * estimate)
     with MemoryManager("a", data_dir=data_dir, config=FAST, model=model) as a:
-        a_store = a._store
+        a_store = a.store
         assert isinstance(a_store, AgentStore) and a_store.wait_mirror(60)
         assert mirror_budget.MIRROR_BUDGET.reserved() == estimate
         with MemoryManager("b", data_dir=data_dir, config=FAST, model=model) as b:
-            b_store = b._store
+            b_store = b.store
             assert isinstance(b_store, AgentStore) and not b_store.wait_mirror(60)
             assert b_store.mirror_state == "too large"
             assert "JWT" in b.recall(["JWT"], depth=2)  # read from disk, same answers
     assert mirror_budget.MIRROR_BUDGET.reserved() == 0  # closing gives the share back
     with MemoryManager("b", data_dir=data_dir, config=FAST, model=model) as b:
-        b_store = b._store
+        b_store = b.store
         assert isinstance(b_store, AgentStore) and b_store.wait_mirror(60)
 
 
@@ -202,7 +202,7 @@ def test_a_mirror_that_fails_an_update_is_rebuilt_from_disk(
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         remember(mem, "we decided JWT for login | the token expires after two hours")
         assert_in_step(mem)
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore) and store._mirror is not None
         # a real store that refuses every update stands in for a mirror gone wrong
         store._mirror.store = ox.Store.read_only(str(other))
@@ -379,7 +379,7 @@ def test_sparql_never_sees_the_link_index(data_dir: Path, model: ScriptedModel) 
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore) and store._mirror is not None
         assert store._mirror.store is not None and index(store._mirror.store)
         for query in (f"SELECT * WHERE {{ GRAPH <{V.MIRROR_OUT}> {{ ?s ?p ?o }} }}",
@@ -397,7 +397,7 @@ def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: Script
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore)
         asked: list[str] = []
         real = store.mirror_rows
@@ -567,7 +567,7 @@ def test_automatic_compression_waits_for_the_mirror_s_build(
         assert mem.wait_idle(30)
     held = _held_build(monkeypatch, lambda: release.wait(60))
     with MemoryManager("agent", data_dir=data_dir, config=config, model=model) as mem:
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore) and store.mirror_building
         assert mem.stats()["read_mirror"] == "loading"
         before = _scan_counts(mem)
@@ -612,7 +612,7 @@ def test_a_ctrl_c_after_the_disk_write_is_held_until_the_mirror_has_it(
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         remember(mem, "we decided JWT for login")
         assert_in_step(mem)
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore) and store._mirror is not None
         real = store._store
         assert real is not None
@@ -647,7 +647,7 @@ def test_a_commit_stopped_after_the_disk_write_builds_the_mirror_again(
     else:
         release.set()
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
-        store = mem._store
+        store = mem.store
         assert isinstance(store, AgentStore)
         real = store._store
         assert real is not None
