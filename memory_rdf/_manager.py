@@ -935,8 +935,8 @@ class MemoryManager:
             batch.after_commit(self._compressor.recount)
             if self._vectors is not None:
                 vectors = self._vectors
-                users = list(vectors.context_users(list(found)))  # before the links go
-                batch.after_commit(lambda: vectors.forgotten(list(found), users))
+                erased = vectors.forget_with(batch, list(found))  # vectors holding their text
+                batch.after_commit(lambda: vectors.forgotten(list(found), erased))
             store.commit(batch)
         if purge:
             store.rewrite()

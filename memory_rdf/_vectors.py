@@ -597,27 +597,45 @@ class Vectors:
         return [node_id(str(r[0])) for r in self.store.rows(self.store.render("vectors_missing"))]
 
     def stale(self, rewritten: Sequence[str], forgotten: Sequence[str],
-              users: Sequence[str] | None = None) -> None:
-        """Compression rewrote ``rewritten`` (their vectors are made again) and forgot
-        ``forgotten`` (their vectors went with them); the vectors embedding their text too
-        (``users``: their neighbours, looked up here when not given) are made again."""
+              erased: Sequence[str] | None = None) -> None:
+        """Compression rewrote ``rewritten`` (their vectors, and their neighbours' that embed
+        their text, are made again) and forgot ``forgotten`` (their vectors went with them;
+        the neighbours' that embed their text are erased now, and made again without it).
+        ``erased``: those neighbours when their vectors were deleted already (a forget on
+        request); else they are looked up and deleted here (after compression's commit)."""
         with self._lock:
             if not self.loaded:
                 return
-        if users is None:
-            users = list(self.context_users([*rewritten, *forgotten]))
+        redo: set[str] = set()
+        if erased is None:
+            redo = self.context_users(rewritten)
+            erased = sorted(self.context_users(forgotten).difference(forgotten))
+            if erased and not self.store.read_only:
+                batch = WriteBatch()
+                batch.update("delete_vectors", nodes=[node_ref(n) for n in erased])
+                self.store.commit(batch)
         with self._lock:
             self.missing.update(rewritten)
-            self.missing.update(users)
+            self.missing.update(redo)
+            self.missing.update(erased)
             self.missing.difference_update(forgotten)
             if self.index is not None:
-                for n in forgotten:
+                for n in [*forgotten, *erased]:
                     self.index.remove(n)
 
-    def forgotten(self, ids: Sequence[str], users: Sequence[str] = ()) -> None:
-        """``ids`` were forgotten; ``users`` (:meth:`context_users` of ``ids``, looked up
-        before the forget cut their links) are embedded again without their text."""
-        self.stale((), ids, users)
+    def forget_with(self, batch: WriteBatch, ids: Sequence[str]) -> list[str]:
+        """Add to ``batch`` (forgetting ``ids``) the deletion of the vectors that embed their
+        text (their neighbours', looked up before the forget cuts the links); returns those
+        neighbours, for :meth:`forgotten`."""
+        users = sorted(self.context_users(ids))
+        if users:
+            batch.update("delete_vectors", nodes=[node_ref(n) for n in users])
+        return users
+
+    def forgotten(self, ids: Sequence[str], erased: Sequence[str] = ()) -> None:
+        """``ids`` were forgotten, and the vectors of ``erased`` (:meth:`forget_with`) with
+        them: those are made again without the forgotten text."""
+        self.stale((), ids, erased)
 
     # -- the query -----------------------------------------------------------------------------
 

@@ -362,7 +362,9 @@ def test_a_vector_embeds_its_neighbours_and_is_made_again_without_a_forgotten_on
         deploy_id = next(m["id"] for m in mem.memories(limit=None) if DEPLOY in m["content"])
         made = len(server[1].requests)
         assert mem.forget([deploy_id], purge=purge) == 1
-        assert mem.stats()["vectors_missing"] == 2  # both neighbours embedded its text
+        assert mem.stats()["vectors_missing"] == 2  # both neighbours embedded its text:
+        assert mem.stats()["vectors"] == 0  # erased with it, in the store too
+        assert _vector_lines(backup.export("trip", data_dir)) == []
         assert mem.fill_vectors(timeout=60) == 2
         again = _texts_since(server, made)
         assert len(again) == 2 and not any(DEPLOY in t for t in again)
