@@ -453,9 +453,13 @@ class TimedEmbedder:
 
 
 def vector_store(home: Path, service: Service) -> Path:
-    """A copy of the built store ``home`` with every node's vector (cached beside it)."""
+    """A copy of the built store ``home`` with every node's vector (cached beside it, by the
+    model and the way the library embeds a node's text: a copy of vectors made otherwise
+    would have them dropped and made again on open, SPEC §5.7)."""
+    from memory_rdf._vectors import TEXT_RECIPE
+
     slug = "".join(c if c.isalnum() else "-" for c in service.model)[:40]
-    target = home.with_name(f"{home.name}-vectors-{slug}")
+    target = home.with_name(f"{home.name}-vectors-{slug}-{TEXT_RECIPE}")
     if (target / "vectors.json").exists():
         return target
     if target.exists():

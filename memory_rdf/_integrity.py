@@ -217,9 +217,11 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
         "&& REGEX(STR(?o), \"^[A-Za-z0-9+/]{4,}={0,2}$\") && STRLEN(?o) <= 1000000) "
         f"|| (?s = {_STORE} && ((?p = memory:embeddingModel && isLiteral(?o) "
         "&& DATATYPE(?o) = xsd:string && STRLEN(?o) <= 1024) "
+        "|| (?p = memory:embeddingText && isLiteral(?o) "
+        "&& DATATYPE(?o) = xsd:string && STRLEN(?o) <= 1024) "
         "|| (?p = memory:embeddingDimension && isLiteral(?o) && DATATYPE(?o) = xsd:integer "
         "&& COALESCE(?o >= 1 && ?o <= 65536, false)))))) } }")
-    for local in ("vector", "embeddingModel", "embeddingDimension"):
+    for local in ("vector", "embeddingModel", "embeddingDimension", "embeddingText"):
         yield f"more than one memory:{local} for one subject", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_VECTORS} {{ ?s memory:{local} ?x }} "
             f"BIND(memory:{local} AS ?p) BIND(\"(count)\" AS ?o) }} GROUP BY ?s ?p ?o "

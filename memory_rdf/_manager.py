@@ -937,7 +937,8 @@ class MemoryManager:
             batch.after_commit(self._compressor.recount)
             if self._vectors is not None:
                 vectors = self._vectors
-                batch.after_commit(lambda: vectors.forgotten(list(found)))
+                erased = vectors.forget_with(batch, list(found))  # vectors holding their text
+                batch.after_commit(lambda: vectors.forgotten(list(found), erased))
             store.commit(batch)
         if purge and store.local is not None:  # an endpoint's files are the server's
             store.local.rewrite()

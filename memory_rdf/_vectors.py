@@ -1,11 +1,20 @@
 """The semantic entry's vectors: kept in the agent's store, searched in memory (SPEC §5.7).
 
+**What is embedded.** A node's content between the contents of the segments next to it in
+its remember (its ``上文`` and ``下文`` links, SPEC §5.1 step 3), one per line: a turn of a
+conversation is embedded with the turn it answers and the one answering it, so "what did
+Maria suggest after John lost his job" finds Maria's turn though the job is in John's
+(:data:`TEXT_RECIPE`; LoCoMo dev: +0.7 points within 2,000 characters on the conversations
+tuned on, see docs/embeddings.md). A vector embeds its neighbours' text, so it is made again
+when one of them is rewritten or forgotten (:meth:`Vectors.stale`, :meth:`Vectors.forgotten`).
+
 **In the store.** One triple per live node in the vectors graph (``graph/vectors``; on an
 endpoint ``<…/agent/{id}/vectors>``, SPEC §8), never the default graph::
 
     node:{id} memory:vector "base64 of the unit vector's float32 values, little-endian" .
     <https://w3id.org/memory-rdf/store> memory:embeddingModel "all-minilm" ;
-                                        memory:embeddingDimension 384 .
+                                        memory:embeddingDimension 384 ;
+                                        memory:embeddingText "with-neighbours-v1" .
 
 so export/import (N-Quads, TriG) and a purge carry them like every other triple: a node
 forgotten or purged takes its vector with it (``forget_node.ru``, ``forget_nodes.ru``). A
@@ -19,10 +28,11 @@ there on in two stages, a sketch of d/6 coordinates a node (256 B more at d = 38
 first, its best candidates scored again exactly (see :class:`VectorIndex`).
 ``benchmarks/vector_entry.py`` measures it at 10k and 100k nodes, and its recall.
 
-**Never mixed.** The store records the model's name and dimension; an embedder of another
-name, or whose vectors have another dimension, finds the store's vectors made by another
-model: they are dropped and every memory is embedded again with the new one (logged), a few
-batches at a time (``stats()["vectors_missing"]`` counts down).
+**Never mixed.** The store records the model's name and dimension, and how the texts were
+made (``memory:embeddingText``; none: a node's content alone, the first way); an embedder
+of another name, or whose vectors have another dimension, or vectors of other texts, are
+vectors made by another model: they are dropped and every memory is embedded again (logged),
+a few batches at a time (``stats()["vectors_missing"]`` counts down).
 
 numpy is an optional dependency: ``pip install 'memory-rdf[embeddings]'``.
 """
@@ -43,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from memory_rdf import _vocab as V
 from memory_rdf._calls import AwaitCall, current_agent
 from memory_rdf._exceptions import ConfigError
+from memory_rdf._links import PREVIOUS
 from memory_rdf._nodes import NodeStore, chunks
 from memory_rdf._oxigraph import MemoryStore, WriteBatch, iri_ref, lit, node_id, node_ref, triple
 
@@ -87,6 +98,11 @@ FIT_SAMPLE = 16_384
 EXACT_SHARE = 32
 #: Share of the vectors added, replaced or removed after which the sketch is fitted again.
 REFIT_CHANGES = 0.2
+
+#: How a node's text is embedded (``memory:embeddingText`` in the store): its content between
+#: its remember's previous and next segments' (``上文``/``下文``). Vectors of other texts (none
+#: recorded: the content alone) are made again, as those of another model.
+TEXT_RECIPE = "with-neighbours-v1"
 
 _STORE = iri_ref(V.META_SUBJECT)
 
@@ -386,14 +402,17 @@ class Vectors:
                 return
             xp = numpy()
             rows = self.store.rows(self.store.render("vector_model"))
-            stored_name, stored_dim = (rows[0][0], rows[0][1]) if rows else (None, None)
+            stored_name, stored_dim, stored_text = rows[0] if rows else (None, None, None)
             mine = self.embedder.dimension
             if stored_name is not None and (
                 str(stored_name) != self.name
                 or not isinstance(stored_dim, int)
                 or (mine is not None and stored_dim != mine)
+                or stored_text != TEXT_RECIPE
             ):
                 what = f"model {stored_name!r}, dimension {stored_dim}"
+                if stored_text != TEXT_RECIPE:
+                    what += f", texts {stored_text or 'content alone'!r}"
                 if self.store.read_only:  # inspection: never mixed, nothing written
                     log.warning(
                         "memory_rdf: agent %r: its vectors were made by another embedding "
@@ -502,7 +521,7 @@ class Vectors:
             if not texts:
                 continue
             order = list(texts)
-            call = AwaitCall(functools.partial(self._embed, [texts[n] for n in order]))
+            call = AwaitCall(functools.partial(self._embed, self.texts(texts)))
             yield call
             try:
                 vectors = call.result()
@@ -512,6 +531,28 @@ class Vectors:
             self._recovered()
             written += self._write(order, vectors)
         return written
+
+    def texts(self, contents: dict[str, str]) -> list[str]:
+        """The texts embedded for the nodes of ``contents`` (id → content), in its order: each
+        content between its remember's previous and next segments' (:data:`TEXT_RECIPE`)."""
+        before: dict[str, str] = {}
+        after: dict[str, str] = {}
+        for part in chunks(list(contents)):
+            query = self.store.render("context_texts", nodes=[node_ref(n) for n in part])
+            for iri, relation, text in sorted(self.store.rows(query), key=str):
+                side = before if str(relation) == PREVIOUS else after
+                side.setdefault(node_id(str(iri)), str(text))
+        return ["\n".join(t for t in (before.get(n), c, after.get(n)) if t)
+                for n, c in contents.items()]
+
+    def context_users(self, ids: Sequence[str]) -> set[str]:
+        """The live nodes whose vectors embed the text of one of ``ids`` (their neighbours in
+        their remember), ``ids`` left out."""
+        out: set[str] = set()
+        for part in chunks(list(ids)):
+            query = self.store.render("context_users", nodes=[node_ref(n) for n in part])
+            out.update(node_id(str(r[0])) for r in self.store.rows(query))
+        return out.difference(ids)
 
     def _write(self, order: list[str], vectors: list[np.ndarray]) -> int:
         """Write the vectors of ``order`` (nodes still live: checked again here, since the
@@ -533,6 +574,7 @@ class Vectors:
                 batch.insert([
                     triple(_STORE, V.EMBEDDING_MODEL, lit(self.name)),
                     triple(_STORE, V.EMBEDDING_DIMENSION, lit(dim)),
+                    triple(_STORE, V.EMBEDDING_TEXT, lit(TEXT_RECIPE)),
                 ], graph=V.VECTOR_GRAPH)
             assert self.index is not None
             replaced = [n for n, _ in pairs if n in self.index]
@@ -554,20 +596,46 @@ class Vectors:
     def _live_ids(self) -> list[str]:
         return [node_id(str(r[0])) for r in self.store.rows(self.store.render("vectors_missing"))]
 
-    def stale(self, rewritten: Sequence[str], forgotten: Sequence[str]) -> None:
-        """Compression rewrote ``rewritten`` (their vectors are made again) and forgot
-        ``forgotten`` (their vectors went with them)."""
+    def stale(self, rewritten: Sequence[str], forgotten: Sequence[str],
+              erased: Sequence[str] | None = None) -> None:
+        """Compression rewrote ``rewritten`` (their vectors, and their neighbours' that embed
+        their text, are made again) and forgot ``forgotten`` (their vectors went with them;
+        the neighbours' that embed their text are erased now, and made again without it).
+        ``erased``: those neighbours when their vectors were deleted already (a forget on
+        request); else they are looked up and deleted here (after compression's commit)."""
         with self._lock:
             if not self.loaded:
                 return
+        redo: set[str] = set()
+        if erased is None:
+            redo = self.context_users(rewritten)
+            erased = sorted(self.context_users(forgotten).difference(forgotten))
+            if erased and not self.store.read_only:
+                batch = WriteBatch()
+                batch.update("delete_vectors", nodes=[node_ref(n) for n in erased])
+                self.store.commit(batch)
+        with self._lock:
             self.missing.update(rewritten)
+            self.missing.update(redo)
+            self.missing.update(erased)
             self.missing.difference_update(forgotten)
             if self.index is not None:
-                for n in forgotten:
+                for n in [*forgotten, *erased]:
                     self.index.remove(n)
 
-    def forgotten(self, ids: Sequence[str]) -> None:
-        self.stale((), ids)
+    def forget_with(self, batch: WriteBatch, ids: Sequence[str]) -> list[str]:
+        """Add to ``batch`` (forgetting ``ids``) the deletion of the vectors that embed their
+        text (their neighbours', looked up before the forget cuts the links); returns those
+        neighbours, for :meth:`forgotten`."""
+        users = sorted(self.context_users(ids))
+        if users:
+            batch.update("delete_vectors", nodes=[node_ref(n) for n in users])
+        return users
+
+    def forgotten(self, ids: Sequence[str], erased: Sequence[str] = ()) -> None:
+        """``ids`` were forgotten, and the vectors of ``erased`` (:meth:`forget_with`) with
+        them: those are made again without the forgotten text."""
+        self.stale((), ids, erased)
 
     # -- the query -----------------------------------------------------------------------------
 

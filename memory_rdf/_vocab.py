@@ -64,6 +64,7 @@ PINNED = m("pinned")
 VECTOR = m("vector")
 EMBEDDING_MODEL = m("embeddingModel")
 EMBEDDING_DIMENSION = m("embeddingDimension")
+EMBEDDING_TEXT = m("embeddingText")
 FOCUS = f"<{FOCUS_LIST}>"
 
 #: The read mirror's link index (``_oxigraph.mirror._Mirror``,

@@ -329,10 +329,79 @@ def test_compression_makes_the_vector_again(data_dir: Path, embedder: OpenAIEmbe
         shortened = [m["content"] for m in mem.memories(limit=None)
                      if m["content"] != long and long.startswith(m["content"])]
         assert shortened
-        assert [shortened[0]] in server[1].requests[before:]  # embedded again, as shortened
+        again = [t for request in server[1].requests[before:] for t in request]
+        # embedded again, as shortened: its vector, and its neighbour's that embeds its text
+        assert sum(shortened[0] in t for t in again) == 2
+        assert not any(long in t for t in again)
         assert mem.stats()["vectors_missing"] == 0
         assert mem.stats()["vectors"] == mem.stats()["nodes"]
         assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+
+
+def _texts_since(server: tuple[str, type[Embeddings]], made: int) -> list[str]:
+    return [t for request in server[1].requests[made:] for t in request]
+
+
+@pytest.mark.parametrize("purge", [False, True])
+def test_a_vector_embeds_its_neighbours_and_is_made_again_without_a_forgotten_one(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
+        purge: bool) -> None:
+    """A node is embedded between its remember's previous and next segments (SPEC §5.7); when
+    one of them is forgotten (or purged), the vectors that embedded its text are made again
+    without it."""
+    from helpers import ScriptedModel
+
+    ramen = "We ate ramen for dinner at the station"
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        mem.remember(say(f"{RYOKAN} | {DEPLOY} | {ramen}"))
+        assert mem.wait_idle(timeout=60)
+        texts = _texts_since(server, 0)
+        assert len(texts) == 3
+        assert [t for t in texts if RYOKAN in t and DEPLOY in t and ramen in t]  # the middle
+        deploy_id = next(m["id"] for m in mem.memories(limit=None) if DEPLOY in m["content"])
+        made = len(server[1].requests)
+        assert mem.forget([deploy_id], purge=purge) == 1
+        assert mem.stats()["vectors_missing"] == 2  # both neighbours embedded its text:
+        assert mem.stats()["vectors"] == 0  # erased with it, in the store too
+        assert _vector_lines(backup.export("trip", data_dir)) == []
+        assert mem.fill_vectors(timeout=60) == 2
+        again = _texts_since(server, made)
+        assert len(again) == 2 and not any(DEPLOY in t for t in again)
+        assert mem.stats()["vectors"] == 2
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+
+
+def test_vectors_of_other_texts_are_made_again(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Vectors that embed each node's content alone (a store from before the texts were
+    recorded: no memory:embeddingText) are another way of embedding: made again, never
+    mixed with the new ones (SPEC §5.7)."""
+    from helpers import ScriptedModel
+
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        mem.remember(say(f"{RYOKAN} | {DEPLOY}"))
+        assert mem.wait_idle(timeout=60)
+    dump = backup.export("trip", data_dir).decode()
+    assert dump.count("ontology#embeddingText>") == 1
+    old = "".join(line + "\n" for line in dump.splitlines() if "embeddingText" not in line)
+    (tmp_path / "old.nq").write_text(old)
+    backup.restore("old", tmp_path / "old.nq", data_dir)
+    caplog.set_level(logging.WARNING, logger="memory_rdf")
+    with MemoryManager("old", data_dir=data_dir, config=CONFIG, embedder=embedder) as mem:
+        assert mem.stats()["vectors_missing"] == 2  # the old vectors are not used
+        made = len(server[1].requests)
+        assert mem.fill_vectors(timeout=60) == 2
+        again = _texts_since(server, made)
+        assert len(again) == 2 and all(RYOKAN in t and DEPLOY in t for t in again)
+        assert "ryokan" in mem.recall(["hotel"], entry="semantic")
+    assert any("another embedding model" in r.getMessage() and "content alone" in r.getMessage()
+               for r in caplog.records)
+    remade = backup.export("old", data_dir).decode()
+    assert remade.count("ontology#embeddingText>") == 1
+    assert len(_vector_lines(remade.encode())) == 2
 
 
 # -- failures stay loud and harmless ------------------------------------------------------------

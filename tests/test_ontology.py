@@ -39,6 +39,7 @@ DATATYPE_PROPERTIES = {
     "vector": XSD.string,
     "embeddingModel": XSD.string,
     "embeddingDimension": XSD.integer,
+    "embeddingText": XSD.string,
     # bookkeeping in named graphs
     "schemaVersion": XSD.integer,
     "agentId": XSD.string,
@@ -60,7 +61,7 @@ FUNCTIONAL = {
     "source", "target", "strength", "relation", "focusOrder", "pinned",
     "schemaVersion", "agentId", "lastCreatedAt", "nodeSequence",
     "taskText", "taskSeq", "taskStatus", "attempts", "lastError", "acceptedAt", "taskSaidAt",
-    "vector", "embeddingModel", "embeddingDimension",
+    "vector", "embeddingModel", "embeddingDimension", "embeddingText",
 }  # fmt: skip
 
 

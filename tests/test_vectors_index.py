@@ -259,9 +259,11 @@ def test_recall_by_meaning_answers_the_same_through_the_two_stage_index(
 
     with MemoryManager("a", data_dir=tmp_path, config=config, model=ScriptedModel(),
                        embedder=TopicEmbedder()) as mem:
-        for i in range(40):  # six memories a remember (ScriptedModel splits on " | ")
-            mem.remember(say(" | ".join(f"note {i}-{j} on the {w}"
-                                        for j, w in enumerate(WORDS))))
+        # six memories a remember (ScriptedModel splits on " | "), of one topic: a memory is
+        # embedded with its neighbours in its remember, and the embedder takes one topic
+        for i in range(40):
+            w = WORDS[i % len(WORDS)]
+            mem.remember(say(" | ".join(f"note {i}-{j} on the {w}" for j in range(6))))
         assert mem.wait_idle(timeout=120)
         assert mem.stats()["vectors"] == mem.stats()["nodes"] >= 200
         first = recalls(mem)
