@@ -610,9 +610,13 @@ class Vectors:
         if erased is None:
             redo = self.context_users(rewritten)
             erased = sorted(self.context_users(forgotten).difference(forgotten))
-            if erased and not self.store.read_only:
+            # The rewritten nodes' stored vectors (and their neighbours') go too: what is to be
+            # made again is then missing in the store as well, so a restart before it is made
+            # counts it and fills it (the search keeps the old vector in memory meanwhile).
+            outdated = sorted({*erased, *rewritten, *redo}.difference(forgotten))
+            if outdated and not self.store.read_only:
                 batch = WriteBatch()
-                batch.update("delete_vectors", nodes=[node_ref(n) for n in erased])
+                batch.update("delete_vectors", nodes=[node_ref(n) for n in outdated])
                 self.store.commit(batch)
         with self._lock:
             self.missing.update(rewritten)

@@ -338,6 +338,39 @@ def test_compression_makes_the_vector_again(data_dir: Path, embedder: OpenAIEmbe
         assert "ryokan" in mem.recall(["hotel"], entry="semantic")
 
 
+def test_a_rewrite_whose_vector_is_not_made_yet_is_still_missing_after_a_restart(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]]) -> None:
+    """Compression rewrote a memory while the embedder was down: its old vector leaves the
+    store with the rewrite (SPEC §5.7: made again when compression rewrites it), so a restart
+    counts it missing and fills it with the shortened text, never keeping the old one."""
+    from helpers import ScriptedModel
+
+    weak = CONFIG.replace(link_initial_strength=0.3)  # importance 0.6: shortened by a scan
+    long = "We stayed at a ryokan in Kyoto and then went on by train to the coast for sushi"
+    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        mem.remember(say(f"{long} | {DEPLOY}"))
+        assert mem.wait_idle(timeout=60)
+        assert mem.stats()["vectors_missing"] == 0
+        server[1].mode = "down"
+        report = mem.run_compression_slice(timeout=60)
+        assert report["compressed"] >= 1
+        assert mem.stats()["vectors_missing"] >= 1
+    server[1].mode = "ok"
+    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        missing = mem.stats()["vectors_missing"]
+        assert missing >= 1  # the rewrite's vector is known missing after the restart
+        made = len(server[1].requests)
+        assert mem.fill_vectors(timeout=60) == missing
+        again = _texts_since(server, made)
+        shortened = [m["content"] for m in mem.memories(limit=None)
+                     if m["content"] != long and long.startswith(m["content"])]
+        assert shortened and any(shortened[0] in t for t in again)
+        assert not any(long in t for t in again)
+        assert mem.stats()["vectors_missing"] == 0
+
+
 def _texts_since(server: tuple[str, type[Embeddings]], made: int) -> list[str]:
     return [t for request in server[1].requests[made:] for t in request]
 
