@@ -313,16 +313,30 @@ def test_forget_takes_the_vector_and_purge_erases_its_bytes(
     assert _files_holding(data_dir, stored[ryokan_id]) == []
 
 
-def test_compression_makes_the_vector_again(data_dir: Path, embedder: OpenAIEmbedder,
-                                            server: tuple[str, type[Embeddings]]) -> None:
+#: A memory long enough for a scan to shorten (with :func:`_shortened_by_a_scan`'s links).
+LONG = "We stayed at a ryokan in Kyoto and then went on by train to the coast for sushi"
+
+
+def _shortened_by_a_scan(data_dir: Path, embedder: OpenAIEmbedder,
+                         remember: bool = True) -> MemoryManager:
+    """An agent whose links are weak (importance 0.6: a scan shortens its memories), with
+    :data:`LONG` and another memory remembered and their vectors made (``remember``)."""
     from helpers import ScriptedModel
 
-    weak = CONFIG.replace(link_initial_strength=0.3)  # importance 0.6: shortened by a scan
-    long = "We stayed at a ryokan in Kyoto and then went on by train to the coast for sushi"
-    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
-                       embedder=embedder) as mem:
-        mem.remember(say(f"{long} | {DEPLOY}"))
+    weak = CONFIG.replace(link_initial_strength=0.3)
+    mem = MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
+                        embedder=embedder)
+    mem.initialize()
+    if remember:
+        mem.remember(say(f"{LONG} | {DEPLOY}"))
         assert mem.wait_idle(timeout=60)
+    return mem
+
+
+def test_compression_makes_the_vector_again(data_dir: Path, embedder: OpenAIEmbedder,
+                                            server: tuple[str, type[Embeddings]]) -> None:
+    long = LONG
+    with _shortened_by_a_scan(data_dir, embedder) as mem:
         before = len(server[1].requests)
         report = mem.run_compression_slice(timeout=60)
         assert report["compressed"] >= 1
@@ -343,22 +357,15 @@ def test_a_rewrite_whose_vector_is_not_made_yet_is_still_missing_after_a_restart
     """Compression rewrote a memory while the embedder was down: its old vector leaves the
     store with the rewrite (SPEC §5.7: made again when compression rewrites it), so a restart
     counts it missing and fills it with the shortened text, never keeping the old one."""
-    from helpers import ScriptedModel
-
-    weak = CONFIG.replace(link_initial_strength=0.3)  # importance 0.6: shortened by a scan
-    long = "We stayed at a ryokan in Kyoto and then went on by train to the coast for sushi"
-    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
-                       embedder=embedder) as mem:
-        mem.remember(say(f"{long} | {DEPLOY}"))
-        assert mem.wait_idle(timeout=60)
+    long = LONG
+    with _shortened_by_a_scan(data_dir, embedder) as mem:
         assert mem.stats()["vectors_missing"] == 0
         server[1].mode = "down"
         report = mem.run_compression_slice(timeout=60)
         assert report["compressed"] >= 1
         assert mem.stats()["vectors_missing"] >= 1
     server[1].mode = "ok"
-    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
-                       embedder=embedder) as mem:
+    with _shortened_by_a_scan(data_dir, embedder, remember=False) as mem:
         missing = mem.stats()["vectors_missing"]
         assert missing >= 1  # the rewrite's vector is known missing after the restart
         made = len(server[1].requests)
