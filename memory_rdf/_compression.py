@@ -69,6 +69,8 @@ MIN_SAMPLE = 16
 WEAK_KEPT = 256
 
 LinkKey = tuple[str, str]
+#: Adds to a flush's batch what follows the nodes it rewrote and forgot (in that order).
+OnFlush = Callable[[WriteBatch, list[str], list[str]], None]
 
 
 @dataclass
@@ -204,10 +206,13 @@ class _Chunk:
             self.stored_links.pop(key, None)
         self.forgotten.append(nid)
 
-    def flush(self, store: MemoryStore) -> None:
+    def flush(self, store: MemoryStore, on_flush: OnFlush | None = None) -> None:
         """Write the net change since the last flush as one update (a few operations whatever
-        the number of nodes: the deletions by pattern take the nodes and links as VALUES)."""
+        the number of nodes: the deletions by pattern take the nodes and links as VALUES),
+        with what ``on_flush`` adds to it when nodes were rewritten or forgotten."""
         batch = WriteBatch()
+        if on_flush is not None and (self.rewrites or self.forgotten):
+            on_flush(batch, [n for n, _ in self.rewrites], list(self.forgotten))
         if self.forgotten:
             batch.update("forget_nodes", nodes=[node_ref(n) for n in self.forgotten])
         if self.removed_links:
@@ -345,9 +350,9 @@ class Compressor:
         #: node → importance at its last scan, for the least important nodes scanned
         #: (at most 2 × WEAK_KEPT; pruned to the WEAK_KEPT least important).
         self._weak: dict[str, float] = {}
-        #: Told the nodes each flush rewrote and forgot (the semantic entry's vectors follow
-        #: them, SPEC §5.7); None: nobody listens.
-        self.on_flush: Callable[[list[str], list[str]], None] | None = None
+        #: Adds to each flush's batch what follows the nodes it rewrote and forgot (the
+        #: semantic entry's vectors, SPEC §5.7: one write with the rewrite); None: nothing.
+        self.on_flush: OnFlush | None = None
 
     # -- scan order ----------------------------------------------------------------------------
 
@@ -561,9 +566,6 @@ class Compressor:
     def _flush(self, chunk: _Chunk) -> None:
         """Land a chunk's net change; the node count follows what was forgotten."""
         forgotten = len(chunk.forgotten)
-        changed = ([n for n, _ in chunk.rewrites], list(chunk.forgotten))
-        chunk.flush(self.store)
-        if self.on_flush is not None and (changed[0] or changed[1]):
-            self.on_flush(*changed)
+        chunk.flush(self.store, self.on_flush)
         if forgotten and self._pool is not None:
             self._pool -= forgotten

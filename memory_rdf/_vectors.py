@@ -6,7 +6,8 @@ conversation is embedded with the turn it answers and the one answering it, so "
 Maria suggest after John lost his job" finds Maria's turn though the job is in John's
 (:data:`TEXT_RECIPE`; LoCoMo dev: +0.7 points within 2,000 characters on the conversations
 tuned on, see docs/embeddings.md). A vector embeds its neighbours' text, so it is made again
-when one of them is rewritten or forgotten (:meth:`Vectors.stale`, :meth:`Vectors.forgotten`).
+when one of them is rewritten or forgotten (:meth:`Vectors.compressed_with`,
+:meth:`Vectors.forget_with`).
 
 **In the store.** One triple per live node in the vectors graph (``graph/vectors``; on an
 endpoint ``<…/agent/{id}/vectors>``, SPEC §8), never the default graph::
@@ -548,11 +549,17 @@ class Vectors:
     def context_users(self, ids: Sequence[str]) -> set[str]:
         """The live nodes whose vectors embed the text of one of ``ids`` (their neighbours in
         their remember), ``ids`` left out."""
-        out: set[str] = set()
-        for part in chunks(list(ids)):
+        return set(self._users(ids)).difference(ids)
+
+    def _users(self, ids: Sequence[str]) -> dict[str, set[str]]:
+        """Each live node whose vector embeds the text of some of ``ids`` → those of ``ids``
+        (one ``context_users`` query per :func:`chunks` of them)."""
+        out: dict[str, set[str]] = {}
+        for part in chunks(list(dict.fromkeys(ids))):
             query = self.store.render("context_users", nodes=[node_ref(n) for n in part])
-            out.update(node_id(str(r[0])) for r in self.store.rows(query))
-        return out.difference(ids)
+            for node, other in self.store.rows(query):
+                out.setdefault(node_id(str(node)), set()).add(node_id(str(other)))
+        return out
 
     def _write(self, order: list[str], vectors: list[np.ndarray]) -> int:
         """Write the vectors of ``order`` (nodes still live: checked again here, since the
@@ -596,36 +603,26 @@ class Vectors:
     def _live_ids(self) -> list[str]:
         return [node_id(str(r[0])) for r in self.store.rows(self.store.render("vectors_missing"))]
 
-    def stale(self, rewritten: Sequence[str], forgotten: Sequence[str],
-              erased: Sequence[str] | None = None) -> None:
-        """Compression rewrote ``rewritten`` (their vectors, and their neighbours' that embed
-        their text, are made again) and forgot ``forgotten`` (their vectors went with them;
-        the neighbours' that embed their text are erased now, and made again without it).
-        ``erased``: those neighbours when their vectors were deleted already (a forget on
-        request); else they are looked up and deleted here (after compression's commit)."""
+    def compressed_with(self, batch: WriteBatch, rewritten: Sequence[str],
+                        forgotten: Sequence[str]) -> None:
+        """Add to ``batch`` — compression's flush, rewriting ``rewritten`` and forgetting
+        ``forgotten`` (whose own vectors go with them, ``forget_nodes.ru``) — the deletion of
+        the stored vectors of their old text: the rewritten nodes' and their neighbours' that
+        embed the text of a rewritten or forgotten one (looked up now, before the flush cuts
+        the forgotten nodes' links). One write, so a crash never leaves a vector of the old
+        text in the store; once it commits, they are missing, to be made again. Recall keeps
+        the old vectors of the rewritten nodes and of their neighbours in memory until then,
+        not those that embed a forgotten text."""
         with self._lock:
-            if not self.loaded:
-                return
-        redo: set[str] = set()
-        if erased is None:
-            redo = self.context_users(rewritten)
-            erased = sorted(self.context_users(forgotten).difference(forgotten))
-            # The rewritten nodes' stored vectors (and their neighbours') go too: what is to be
-            # made again is then missing in the store as well, so a restart before it is made
-            # counts it and fills it (the search keeps the old vector in memory meanwhile).
-            outdated = sorted({*erased, *rewritten, *redo}.difference(forgotten))
-            if outdated and not self.store.read_only:
-                batch = WriteBatch()
-                batch.update("delete_vectors", nodes=[node_ref(n) for n in outdated])
-                self.store.commit(batch)
-        with self._lock:
-            self.missing.update(rewritten)
-            self.missing.update(redo)
-            self.missing.update(erased)
-            self.missing.difference_update(forgotten)
-            if self.index is not None:
-                for n in [*forgotten, *erased]:
-                    self.index.remove(n)
+            if self.loaded and self.index is None:
+                return  # the store holds no vector: every node is counted missing already
+        gone = set(forgotten)
+        users = self._users([*rewritten, *forgotten])
+        erased = sorted(n for n, texts in users.items() if n not in gone and texts & gone)
+        outdated = sorted({*rewritten, *users}.difference(gone))
+        if outdated:
+            batch.update("delete_vectors", nodes=[node_ref(n) for n in outdated])
+        batch.after_commit(lambda: self._outdated(outdated, forgotten, erased))
 
     def forget_with(self, batch: WriteBatch, ids: Sequence[str]) -> list[str]:
         """Add to ``batch`` (forgetting ``ids``) the deletion of the vectors that embed their
@@ -639,7 +636,22 @@ class Vectors:
     def forgotten(self, ids: Sequence[str], erased: Sequence[str] = ()) -> None:
         """``ids`` were forgotten, and the vectors of ``erased`` (:meth:`forget_with`) with
         them: those are made again without the forgotten text."""
-        self.stale((), ids, erased)
+        self._outdated(erased, ids, erased)
+
+    def _outdated(self, outdated: Sequence[str], forgotten: Sequence[str],
+                  erased: Sequence[str]) -> None:
+        """After a commit that deleted the stored vectors of ``outdated`` and forgot
+        ``forgotten``: they are missing (the forgotten ones no longer), and the search drops
+        the vectors of ``forgotten`` and ``erased`` (those that embed a forgotten text). Not
+        loaded yet: :meth:`load` reads the same from the store."""
+        with self._lock:
+            if not self.loaded:
+                return
+            self.missing.update(outdated)
+            self.missing.difference_update(forgotten)
+            if self.index is not None:
+                for n in [*forgotten, *erased]:
+                    self.index.remove(n)
 
     # -- the query -----------------------------------------------------------------------------
 

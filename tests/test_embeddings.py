@@ -4,6 +4,7 @@ in the agent's store, the semantic entry through the public API, tools, MCP and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -317,20 +318,20 @@ def test_forget_takes_the_vector_and_purge_erases_its_bytes(
 LONG = "We stayed at a ryokan in Kyoto and then went on by train to the coast for sushi"
 
 
+@contextlib.contextmanager
 def _shortened_by_a_scan(data_dir: Path, embedder: OpenAIEmbedder,
-                         remember: bool = True) -> MemoryManager:
-    """An agent whose links are weak (importance 0.6: a scan shortens its memories), with
-    :data:`LONG` and another memory remembered and their vectors made (``remember``)."""
+                         remember: bool = True) -> Iterator[MemoryManager]:
+    """An agent whose links are weak (importance 0.6: a scan shortens its memories), open,
+    with :data:`LONG` and another memory remembered and their vectors made (``remember``)."""
     from helpers import ScriptedModel
 
     weak = CONFIG.replace(link_initial_strength=0.3)
-    mem = MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
-                        embedder=embedder)
-    mem.initialize()
-    if remember:
-        mem.remember(say(f"{LONG} | {DEPLOY}"))
-        assert mem.wait_idle(timeout=60)
-    return mem
+    with MemoryManager("trip", data_dir=data_dir, config=weak, model=ScriptedModel(),
+                       embedder=embedder) as mem:
+        if remember:
+            mem.remember(say(f"{LONG} | {DEPLOY}"))
+            assert mem.wait_idle(timeout=60)
+        yield mem
 
 
 def test_compression_makes_the_vector_again(data_dir: Path, embedder: OpenAIEmbedder,
@@ -376,6 +377,61 @@ def test_a_rewrite_whose_vector_is_not_made_yet_is_still_missing_after_a_restart
         assert shortened and any(shortened[0] in t for t in again)
         assert not any(long in t for t in again)
         assert mem.stats()["vectors_missing"] == 0
+
+
+#: A child process: opens the agent of :func:`_shortened_by_a_scan`, with its vectors loaded
+#: or not (argv[3]), and runs a compression slice; it dies right after the slice's first write.
+DIE_AFTER_THE_REWRITE = """
+import os, sys
+from pathlib import Path
+from memory_rdf import OpenAIEmbedder
+from test_embeddings import _shortened_by_a_scan
+
+with OpenAIEmbedder("concepts", sys.argv[2] + "/v1", retries=0) as embedder:
+    with _shortened_by_a_scan(Path(sys.argv[1]), embedder, remember=False) as mem:
+        if sys.argv[3] == "loaded":
+            assert mem.stats()["vectors_missing"] == 0  # the vectors are read
+        commit = mem.store.commit
+
+        def commit_then_die(batch):
+            commit(batch)
+            os._exit(0)
+
+        mem.store.commit = commit_then_die
+        mem.run_compression_slice(timeout=60)
+os._exit(3)  # not reached: the slice writes
+"""
+
+
+@pytest.mark.parametrize("loaded", ["loaded", "not loaded"])
+def test_a_rewrite_takes_its_old_vector_out_in_its_own_write(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
+        loaded: str) -> None:
+    """A process killed right after compression wrote a rewrite leaves no vector of the old
+    text in the store (SPEC §5.7: made again when compression rewrites the content): the
+    rewrite and the removal of the vectors it outdates are one write. Before, the removal
+    was a second write (a kill in between kept the old vectors), and none at all in a
+    process whose vectors were not read yet (the first slice after a restart)."""
+    long = LONG
+    with _shortened_by_a_scan(data_dir, embedder) as mem:
+        assert mem.stats()["vectors"] == mem.stats()["nodes"] == 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
+    child = subprocess.run([sys.executable, "-c", DIE_AFTER_THE_REWRITE, str(data_dir),
+                            server[0], loaded], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    with _shortened_by_a_scan(data_dir, embedder, remember=False) as mem:
+        shortened = [m["content"] for m in mem.memories(limit=None)
+                     if m["content"] != long and long.startswith(m["content"])]
+        assert shortened  # the rewrite landed
+        # both vectors embedded the old text (the node's own, and its neighbour's)
+        assert _vector_lines(backup.export("trip", data_dir)) == []
+        assert mem.stats()["vectors_missing"] == 2
+        made = len(server[1].requests)
+        assert mem.fill_vectors(timeout=60) == 2
+        again = _texts_since(server, made)
+        assert sum(shortened[0] in t for t in again) == 2 and not any(long in t for t in again)
 
 
 def _texts_since(server: tuple[str, type[Embeddings]], made: int) -> list[str]:
