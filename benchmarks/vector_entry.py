@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 import tempfile
 import time
@@ -47,7 +46,12 @@ import pyoxigraph as ox  # noqa: E402
 from benchmarks._common import percentiles  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import Config, MemoryManager  # noqa: E402
-from memory_rdf._vectors import CALIBRATION_K, TEXT_RECIPE, VectorIndex  # noqa: E402
+from memory_rdf._vectors import (  # noqa: E402
+    CALIBRATION_K,
+    VectorIndex,
+    encode,
+    model_record,
+)
 
 DIMENSION = 384
 NEIGHBOURS = 30
@@ -203,16 +207,14 @@ def _vector_nquads(path: Path, embedder: HashedEmbedder) -> tuple[Path, int]:
             part = rows[start:start + 512]
             vectors = _unit(np.asarray(embedder.embed([c for _, c in part]), dtype=np.float32))
             for (node, _), v in zip(part, vectors, strict=True):
-                literal = base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
+                literal = encode(v)
                 total += len(literal)
                 f.write(f'{node} <{MEMORY}vector> "{literal}" {graph} .\n')
-        store_iri = "<https://w3id.org/memory-rdf/store>"
-        f.write(f'{store_iri} <{MEMORY}embeddingModel> "{embedder.name}" {graph} .\n')
-        f.write(f'{store_iri} <{MEMORY}embeddingDimension> "{DIMENSION}"'
-                f'^^<http://www.w3.org/2001/XMLSchema#integer> {graph} .\n')
-        # the recipe of the texts, so the store takes these vectors as its own (a timing
-        # benchmark: each node's content alone is embedded, by a hashed embedder)
-        f.write(f'{store_iri} <{MEMORY}embeddingText> "{TEXT_RECIPE}" {graph} .\n')
+        # the store's record, its text recipe included, so the store takes these vectors as
+        # its own (a timing benchmark: each node's content alone is embedded, by a hashed
+        # embedder)
+        for s, p, o in model_record(embedder.name, DIMENSION):
+            f.write(f"{s} {p} {o} {graph} .\n")
     return out, total // max(1, len(rows))
 
 

@@ -108,6 +108,21 @@ TEXT_RECIPE = "with-neighbours-v1"
 _STORE = iri_ref(V.META_SUBJECT)
 
 
+def model_record(name: str, dimension: int) -> list[tuple[str, str, str]]:
+    """The store's record of how its vectors were made, in the vectors graph: the model's
+    name, the vectors' dimension and :data:`TEXT_RECIPE`, as (subject, predicate, object)
+    serialized terms (N-Triples).
+
+    >>> [o for _, _, o in model_record("all-minilm", 384)][::2]
+    ['"all-minilm"', '"with-neighbours-v1"']
+    """
+    return [
+        (_STORE, V.EMBEDDING_MODEL, lit(name)),
+        (_STORE, V.EMBEDDING_DIMENSION, lit(dimension)),
+        (_STORE, V.EMBEDDING_TEXT, lit(TEXT_RECIPE)),
+    ]
+
+
 def numpy() -> Any:
     """numpy, or a clear error saying how to install it."""
     try:
@@ -578,11 +593,8 @@ class Vectors:
             if self.dimension is None:
                 self.dimension = dim
                 self.index = VectorIndex(dim)
-                batch.insert([
-                    triple(_STORE, V.EMBEDDING_MODEL, lit(self.name)),
-                    triple(_STORE, V.EMBEDDING_DIMENSION, lit(dim)),
-                    triple(_STORE, V.EMBEDDING_TEXT, lit(TEXT_RECIPE)),
-                ], graph=V.VECTOR_GRAPH)
+                batch.insert([triple(*t) for t in model_record(self.name, dim)],
+                             graph=V.VECTOR_GRAPH)
             assert self.index is not None
             replaced = [n for n, _ in pairs if n in self.index]
             if replaced:
