@@ -80,16 +80,28 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def test_a_read_only_store_reads_a_private_copy_deleted_at_close(
-    tmp_path: Path, scratch: Path
-) -> None:
-    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
-        mem.remember([{"role": "user", "content": "我们用 PostgreSQL 存订单"}])
+#: The memory of :func:`agent`'s agent.
+MEMORY = "PostgreSQL 存订单"
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    """A data directory whose agent "a" has one memory (:data:`MEMORY`), closed."""
+    data = tmp_path / "data"
+    with MemoryManager("a", data_dir=data, config=FAST, model=ScriptedModel()) as mem:
+        mem.remember([{"role": "user", "content": MEMORY}])
         assert mem.wait_idle(30)
-        store = AgentStore(tmp_path / "a", read_only=True)
+    return data
+
+
+def test_a_read_only_store_reads_a_private_copy_deleted_at_close(
+    agent: Path, scratch: Path
+) -> None:
+    with MemoryManager("a", data_dir=agent, config=FAST, model=ScriptedModel()) as mem:
+        store = AgentStore(agent / "a", read_only=True)
         try:
             # the store names the agent's own directory; it reads its copy
-            assert store.path == tmp_path / "a" and store.snapshot is not None
+            assert store.path == agent / "a" and store.snapshot is not None
             copy = store.snapshot.path
             assert copy != store.path and copy.name == "a" and _snapshots(scratch) == [copy.parent]
             assert store.scalar("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }") > 0
@@ -103,19 +115,16 @@ def test_a_read_only_store_reads_a_private_copy_deleted_at_close(
         # The agent keeps working on its own directory meanwhile.
         mem.remember([{"role": "user", "content": "Redis 做缓存"}])
         assert mem.wait_idle(30)
-        assert inspect.stats("a", tmp_path)["nodes"] == 2
+        assert inspect.stats("a", agent)["nodes"] == 2
         assert _snapshots(scratch) == []
 
 
 def test_an_abandoned_read_only_store_leaves_no_copy_after_gc(
-    tmp_path: Path, scratch: Path
+    agent: Path, scratch: Path
 ) -> None:
     # Before: the copy was deleted by close_snapshot() only (or by a finalizer an rdflib graph
     # had to be given by hand): a read-only store dropped without close() left it behind.
-    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
-        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
-        assert mem.wait_idle(30)
-    stores = [AgentStore(tmp_path / "a", read_only=True), open_for_inspection("a", tmp_path)]
+    stores = [AgentStore(agent / "a", read_only=True), open_for_inspection("a", agent)]
     assert all(s.scalar("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }") > 0 for s in stores)
     assert len(_snapshots(scratch)) == 2
     del stores
@@ -124,34 +133,30 @@ def test_an_abandoned_read_only_store_leaves_no_copy_after_gc(
 
 
 def test_an_rdflib_graph_out_of_scope_leaves_no_copy_after_gc(
-    tmp_path: Path, scratch: Path
+    agent: Path, scratch: Path
 ) -> None:
     pytest.importorskip("oxrdflib")
-    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
-        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
-        assert mem.wait_idle(30)
 
     def phrases() -> list[str]:
-        graph = inspect.open_rdflib_graph("a", tmp_path)
+        graph = inspect.open_rdflib_graph("a", agent)
         assert len(_snapshots(scratch)) == 1  # the graph reads its snapshot's copy
         return [str(row[0]) for row in graph.query("SELECT ?c WHERE { ?n memory:content ?c }")]
 
-    assert phrases() == ["PostgreSQL 存订单"]
+    assert phrases() == [MEMORY]
     gc.collect()
     assert _snapshots(scratch) == []
 
 
-def test_a_copy_left_by_a_process_exiting_without_close_is_deleted(tmp_path: Path) -> None:
-    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
-        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
-        assert mem.wait_idle(30)
+def test_a_copy_left_by_a_process_exiting_without_close_is_deleted(
+    agent: Path, tmp_path: Path
+) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     code = ("import sys; from pathlib import Path; from memory_rdf._oxigraph import AgentStore\n"
             "KEPT = AgentStore(Path(sys.argv[1]), read_only=True)\n"
             "print(len(list(Path(sys.argv[2]).iterdir())), flush=True)\n")
     done = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "a"), str(scratch)], cwd=REPO,
+        [sys.executable, "-c", code, str(agent / "a"), str(scratch)], cwd=REPO,
         capture_output=True, text=True, timeout=120, env=_env(TMPDIR=str(scratch)),
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -160,15 +165,12 @@ def test_a_copy_left_by_a_process_exiting_without_close_is_deleted(tmp_path: Pat
 
 
 def test_a_copy_taken_while_the_writer_changes_its_files_is_taken_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    agent: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A flush between reading the manifest and copying the files (simulated: a record
     # appended to the manifest right after the directory is listed): the first copy is
     # dropped, and the second holds the manifest as it is now.
-    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
-        mem.remember([{"role": "user", "content": "PostgreSQL 存订单"}])
-        assert mem.wait_idle(30)
-    live = tmp_path / "a"
+    live = agent / "a"
     manifest = live / (live / "CURRENT").read_text().strip()
     original = manifest.read_bytes()
     listed = []
@@ -190,21 +192,20 @@ def test_a_copy_taken_while_the_writer_changes_its_files_is_taken_again(
         shutil.rmtree(copy.parent)
 
 
-def test_a_cli_query_stopped_at_its_timeout_leaves_no_copy(tmp_path: Path) -> None:
+def test_a_cli_query_stopped_at_its_timeout_leaves_no_copy(
+    agent: Path, tmp_path: Path
+) -> None:
     # Before: `memory-rdf sparql` left at its --timeout (or Ctrl-C) with the query thread
     # still inside the engine, and the copy that thread read stayed in the temporary
     # directory; now the store's finalizer deletes it as the process exits.
     from tests.helpers import memory_rdf_command
     from tests.test_hostile import COUNT
 
-    with MemoryManager("a", data_dir=tmp_path, config=FAST, model=ScriptedModel()) as mem:
-        mem.remember([{"role": "user", "content": "we sign sessions with JWT tokens"}])
-        assert mem.wait_idle(30)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     result = subprocess.run(
         [memory_rdf_command(), "sparql", "a", COUNT, "--timeout", "1",
-         "--data-dir", str(tmp_path)], capture_output=True, text=True, encoding="utf-8",
+         "--data-dir", str(agent)], capture_output=True, text=True, encoding="utf-8",
         timeout=120, env=_env(TMPDIR=str(scratch)),
     )
     assert result.returncode == 1 and "ran longer than --timeout 1 s" in result.stderr, result
