@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -47,6 +46,7 @@ from memory_rdf import (
     Message,
     OllamaEmbedder,
     OpenAIEmbedder,
+    QueryTimeoutError,
     SmallModel,
     SparqlEndpoint,
     SparqlError,
@@ -899,7 +899,8 @@ def _read_query(query: str) -> str:
               help="table for people; json/xml/csv/tsv: W3C SPARQL results formats.")
 @click.option("--timeout", type=click.FloatRange(min=0, max=threading.TIMEOUT_MAX),
               default=60.0, show_default=True,
-              help="Seconds before the query is stopped (0: no limit). Ctrl-C stops it too.")
+              help="Seconds the query may run (0: no limit), the copy of the agent's files it "
+                   "reads not counted. Ctrl-C stops it too.")
 @_data_dir_option
 def sparql(agent: str, query: str, fmt: str, timeout: float, data_dir: Where) -> None:
     """Run a read-only SPARQL query over the agent's memory graph.
@@ -918,7 +919,12 @@ def sparql(agent: str, query: str, fmt: str, timeout: float, data_dir: Where) ->
     text = _read_query(query)
     _agent(agent)
     try:
-        _interruptible(lambda: _sparql(agent, text, fmt, data_dir), timeout)
+        # The clock runs in the store's query (inspect.sparql's timeout), not around it: the
+        # private copy of the agent's files taken first is not the query's time.
+        _interruptible(lambda: _sparql(agent, text, fmt, data_dir, timeout or None))
+    except QueryTimeoutError:
+        raise _CliError(f"the query ran longer than --timeout {timeout:g} s; narrow it "
+                        "(LIMIT, more specific patterns) or give a larger --timeout") from None
     except UpdateRefusedError:
         raise _CliError("SPARQL Update (INSERT/DELETE/LOAD/CLEAR/…) is refused: "
                         "sparql is read-only") from None
@@ -930,11 +936,11 @@ def sparql(agent: str, query: str, fmt: str, timeout: float, data_dir: Where) ->
 TABLE_MAX_BYTES = 32 * 2**20
 
 
-def _interruptible(run: Callable[[], None], timeout: float) -> None:
-    """``run()`` in a worker thread while this (main) thread waits for it, Ctrl-C or the
-    timeout (0: none). The engine computes aggregates without returning to Python, so
-    neither a signal nor a deadline can reach it in its own thread; on either, this process
-    exits at once (exit 130 for Ctrl-C, 1 for the timeout), which stops it."""
+def _interruptible(run: Callable[[], None]) -> None:
+    """``run()`` in a worker thread while this (main) thread waits for it or Ctrl-C. The
+    engine computes aggregates without returning to Python, so a signal cannot reach it in
+    its own thread; at Ctrl-C this process exits at once (exit 130), which stops it. (A
+    timed-out query raises QueryTimeoutError in ``run()``, its engine left to the exit.)"""
     box: list[BaseException | None] = []
 
     def target() -> None:
@@ -946,15 +952,10 @@ def _interruptible(run: Callable[[], None], timeout: float) -> None:
             box.append(None)
 
     worker = threading.Thread(target=target, name="memory-rdf-sparql", daemon=True)
-    deadline = time.monotonic() + timeout if timeout else None
     worker.start()
     try:
         while worker.is_alive():
-            wait = 0.1 if deadline is None else min(0.1, max(0.0, deadline - time.monotonic()))
-            worker.join(wait)
-            if deadline is not None and worker.is_alive() and time.monotonic() >= deadline:
-                _hard_exit(f"the query ran longer than --timeout {timeout:g} s; narrow it "
-                           "(LIMIT, more specific patterns) or give a larger --timeout", 1)
+            worker.join(0.1)
     except KeyboardInterrupt:
         _hard_exit("interrupted", 130)
     if box and box[0] is not None:
@@ -1002,23 +1003,25 @@ class _Capped:
         pass
 
 
-def _sparql(agent: str, text: str, fmt: str, data_dir: Where) -> None:
+def _sparql(agent: str, text: str, fmt: str, data_dir: Where, timeout: float | None) -> None:
+    """The query's rows printed in ``fmt``; QueryTimeoutError past ``timeout`` seconds of
+    the query (None: no limit)."""
     if fmt != "table":
         sys.stdout.flush()
         tail = _Tail()
-        inspect.sparql(agent, text, data_dir, format=fmt, timeout=None,
+        inspect.sparql(agent, text, data_dir, format=fmt, timeout=timeout,
                        output=tail)  # type: ignore[arg-type]
         if tail.last != b"\n":
             tail.write(b"\n")
         tail.flush()
         return
     buffer = _Capped()
-    inspect.sparql(agent, text, data_dir, format="json", timeout=None,
+    inspect.sparql(agent, text, data_dir, format="json", timeout=timeout,
                    output=buffer)  # type: ignore[arg-type]
     raw = bytes(buffer.data)
     # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: triples
     result = (json.loads(raw) if raw.lstrip().startswith(b"{")
-              else inspect.sparql(agent, text, data_dir, timeout=None, limit=100_000))
+              else inspect.sparql(agent, text, data_dir, timeout=timeout, limit=100_000))
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")

@@ -374,6 +374,33 @@ def test_the_cli_stops_a_query_at_its_timeout(store_dir: Path) -> None:
     assert streamed.stdout.count("\n") > 1000
 
 
+#: ``memory-rdf`` (argv[2:]) with the private copy of the agent's files taking argv[1]
+#: seconds longer, as a large store's copy does on a slow disk.
+SLOW_COPY_CLI = """
+    import sys, time
+    from memory_rdf import cli
+    from memory_rdf._oxigraph import snapshot
+    copy = snapshot.copy_store_files
+
+    def slow_copy(path):
+        time.sleep(float(sys.argv[1]))
+        return copy(path)
+
+    snapshot.copy_store_files = slow_copy
+    sys.exit(cli.run(sys.argv[2:]))
+"""
+
+
+def test_the_cli_timeout_counts_the_query_not_the_copy(store_dir: Path) -> None:
+    # Before: --timeout ran from before the copy of the agent's files that the query reads,
+    # so a slow copy used the query's time (a query stopped at its timeout under load).
+    query = "SELECT ?c WHERE { ?n memory:content ?c }"
+    result = run_python(SLOW_COPY_CLI, "3", "sparql", "h", query, "--format", "csv",
+                        "--timeout", "2", "--data-dir", str(store_dir))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["c", "we sign sessions with JWT tokens"]
+
+
 def test_ctrl_c_stops_the_cli_inside_an_aggregate(store_dir: Path) -> None:
     process = subprocess.Popen(
         [memory_rdf_command(), "sparql", "h", COUNT, "--timeout", "0",
