@@ -69,8 +69,8 @@ MIN_SAMPLE = 16
 WEAK_KEPT = 256
 
 LinkKey = tuple[str, str]
-#: Adds to a flush's batch what follows the nodes it rewrote and forgot (in that order).
-OnFlush = Callable[[WriteBatch, list[str], list[str]], None]
+#: Adds to a write's batch what follows the nodes it rewrites and forgets (in that order).
+OnChange = Callable[[WriteBatch, list[str], list[str]], None]
 
 
 @dataclass
@@ -206,13 +206,13 @@ class _Chunk:
             self.stored_links.pop(key, None)
         self.forgotten.append(nid)
 
-    def flush(self, store: MemoryStore, on_flush: OnFlush | None = None) -> None:
+    def flush(self, store: MemoryStore, on_change: OnChange | None = None) -> None:
         """Write the net change since the last flush as one update (a few operations whatever
         the number of nodes: the deletions by pattern take the nodes and links as VALUES),
-        with what ``on_flush`` adds to it when nodes were rewritten or forgotten."""
+        with what ``on_change`` adds to it when nodes were rewritten or forgotten."""
         batch = WriteBatch()
-        if on_flush is not None and (self.rewrites or self.forgotten):
-            on_flush(batch, [n for n, _ in self.rewrites], list(self.forgotten))
+        if on_change is not None and (self.rewrites or self.forgotten):
+            on_change(batch, [n for n, _ in self.rewrites], list(self.forgotten))
         if self.forgotten:
             batch.update("forget_nodes", nodes=[node_ref(n) for n in self.forgotten])
         if self.removed_links:
@@ -350,9 +350,9 @@ class Compressor:
         #: node → importance at its last scan, for the least important nodes scanned
         #: (at most 2 × WEAK_KEPT; pruned to the WEAK_KEPT least important).
         self._weak: dict[str, float] = {}
-        #: Adds to each flush's batch what follows the nodes it rewrote and forgot (the
-        #: semantic entry's vectors, SPEC §5.7: one write with the rewrite); None: nothing.
-        self.on_flush: OnFlush | None = None
+        #: Adds to each write that rewrites or forgets nodes (a flush, an eviction) what
+        #: follows them (the semantic entry's vectors, SPEC §5.7: in the same write).
+        self.on_change: OnChange | None = None
 
     # -- scan order ----------------------------------------------------------------------------
 
@@ -528,6 +528,8 @@ class Compressor:
                 measured.update(self._importances(
                     [n for n in window if n not in focus and n not in measured]))
             victims = sorted(measured, key=lambda n: (measured[n], n))[:excess]
+            if victims and self.on_change is not None:  # the vectors holding their text
+                self.on_change(batch, [], victims)
             for victim in victims:
                 forget_ops(batch, victim)
                 self._weak.pop(victim, None)
@@ -566,6 +568,6 @@ class Compressor:
     def _flush(self, chunk: _Chunk) -> None:
         """Land a chunk's net change; the node count follows what was forgotten."""
         forgotten = len(chunk.forgotten)
-        chunk.flush(self.store, self.on_flush)
+        chunk.flush(self.store, self.on_change)
         if forgotten and self._pool is not None:
             self._pool -= forgotten

@@ -302,7 +302,7 @@ class MemoryManager:
                 )
                 if self.embedder is not None:
                     self._vectors = Vectors(store, self._nodes, self.embedder, self.agent_id)
-                    self._compressor.on_flush = self._vectors.compressed_with
+                    self._compressor.on_change = self._vectors.changed_with
                 self._seeder = Seeder(cfg, self._focus, self._nodes, self._searcher,
                                       self._metadata, self._vectors)
                 self._system._scheduler.add_agent(

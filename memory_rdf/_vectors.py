@@ -6,7 +6,7 @@ conversation is embedded with the turn it answers and the one answering it, so "
 Maria suggest after John lost his job" finds Maria's turn though the job is in John's
 (:data:`TEXT_RECIPE`; LoCoMo dev: +0.7 points within 2,000 characters on the conversations
 tuned on, see docs/embeddings.md). A vector embeds its neighbours' text, so it is made again
-when one of them is rewritten or forgotten (:meth:`Vectors.compressed_with`,
+when one of them is rewritten or forgotten (:meth:`Vectors.changed_with`,
 :meth:`Vectors.forget_with`).
 
 **In the store.** One triple per live node in the vectors graph (``graph/vectors``; on an
@@ -615,16 +615,17 @@ class Vectors:
     def _live_ids(self) -> list[str]:
         return [node_id(str(r[0])) for r in self.store.rows(self.store.render("vectors_missing"))]
 
-    def compressed_with(self, batch: WriteBatch, rewritten: Sequence[str],
-                        forgotten: Sequence[str]) -> None:
-        """Add to ``batch`` — compression's flush, rewriting ``rewritten`` and forgetting
-        ``forgotten`` (whose own vectors go with them, ``forget_nodes.ru``) — the deletion of
-        the stored vectors of their old text: the rewritten nodes' and their neighbours' that
-        embed the text of a rewritten or forgotten one (looked up now, before the flush cuts
-        the forgotten nodes' links). One write, so a crash never leaves a vector of the old
-        text in the store; once it commits, they are missing, to be made again. Recall keeps
-        the old vectors of the rewritten nodes and of their neighbours in memory until then,
-        not those that embed a forgotten text."""
+    def changed_with(self, batch: WriteBatch, rewritten: Sequence[str],
+                     forgotten: Sequence[str]) -> None:
+        """Add to ``batch`` — a write rewriting ``rewritten`` and forgetting ``forgotten``
+        (whose own vectors go with them, ``forget_node(s).ru``): compression's flush, or a
+        remember's eviction from the fixed pool — the deletion of the stored vectors of
+        their old text: the rewritten nodes' and their neighbours' that embed the text of a
+        rewritten or forgotten one (looked up now, before the write cuts the forgotten
+        nodes' links). One write, so a crash never leaves a vector of the old text in the
+        store; once it commits, they are missing, to be made again. Recall keeps the old
+        vectors of the rewritten nodes and of their neighbours in memory until then, not
+        those that embed a forgotten text."""
         with self._lock:
             if self.loaded and self.index is None:
                 return  # the store holds no vector: every node is counted missing already

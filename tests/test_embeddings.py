@@ -468,6 +468,35 @@ def test_a_vector_embeds_its_neighbours_and_is_made_again_without_a_forgotten_on
         assert "ryokan" in mem.recall(["hotel"], entry="semantic")
 
 
+def test_an_eviction_makes_its_neighbours_vectors_again_without_its_text(
+        data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]]) -> None:
+    """The fixed pool (``max_nodes``) forgets a memory to make room: the vectors that embedded
+    its text (its neighbours', SPEC §5.7) go in the same write and are made again without
+    it, as when compression or a forget on request forgets it. Before, they kept its text."""
+    from helpers import ScriptedModel
+
+    ramen = "We ate ramen for dinner at the station"
+    segments = [RYOKAN, DEPLOY, ramen]
+    with MemoryManager("trip", data_dir=data_dir, config=CONFIG.replace(max_nodes=3),
+                       model=ScriptedModel(), embedder=embedder) as mem:
+        mem.remember(say(" | ".join(segments)))
+        assert mem.wait_idle(timeout=60)
+        assert mem.stats()["vectors"] == 3
+        made = len(server[1].requests)
+        mem.remember(say(XIAOMAO))  # one more: one of the three is evicted
+        assert mem.wait_idle(timeout=60)
+        mem.fill_vectors(timeout=60)
+        left = [m["content"] for m in mem.memories(limit=None)]
+        (evicted,) = [s for s in segments if s not in left]
+        i = segments.index(evicted)
+        neighbours = [segments[j] for j in (i - 1, i + 1) if 0 <= j < len(segments)]
+        again = _texts_since(server, made)
+        assert not any(evicted in t for t in again)
+        assert all(any(n in t for t in again) for n in neighbours)  # made again without it
+        stats = mem.stats()
+        assert stats["vectors"] == stats["nodes"] == 3 and stats["vectors_missing"] == 0
+
+
 def test_vectors_of_other_texts_are_made_again(
         data_dir: Path, embedder: OpenAIEmbedder, server: tuple[str, type[Embeddings]],
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
