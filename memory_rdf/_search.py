@@ -98,7 +98,8 @@ SEMANTIC_WEIGHT = 0.1
 #: 3 × max_entry_nodes ranked below a meaning-only match: 55.8 → 63.9 at weight 0.5).
 RANK_ALL_BY_SIMILARITY = True
 #: Semantic entry: the results' similarity bands (:func:`rank`'s alike key) are this wide,
-#: as a fraction of the best similarity.
+#: as a fraction of sem (:func:`rank`: of the way from the results' median similarity to the
+#: best; below the median, of the best similarity).
 SIMILARITY_BAND = 0.2
 #: Semantic entry: a result's similarity counts from the median of the results'
 #: similarities up to the best (0 → 1), so what most results share (the speaker, the topic
