@@ -98,8 +98,17 @@ SEMANTIC_WEIGHT = 0.1
 #: 3 × max_entry_nodes ranked below a meaning-only match: 55.8 → 63.9 at weight 0.5).
 RANK_ALL_BY_SIMILARITY = True
 #: Semantic entry: the results' similarity bands (:func:`rank`'s alike key) are this wide,
-#: as a fraction of the best similarity.
+#: as a fraction of sem (:func:`rank`: of the way from the results' median similarity to the
+#: best; below the median, of the best similarity).
 SIMILARITY_BAND = 0.2
+#: Semantic entry: a result's similarity counts from the median of the results'
+#: similarities up to the best (0 → 1), so what most results share (the speaker, the topic
+#: of the conversation) weighs nothing and what stands out above it weighs in full; below the
+#: median, similarity only breaks ties, at this much of the best: a result closer in
+#: meaning still comes before an alike one farther (benchmarks/RECALL.md, decision 27:
+#: LoCoMo dev with all-MiniLM-L6-v2, 66.2 → 66.7 on conversations 41-42, 61.9 → 63.2 held
+#: out on 43/44/47).
+SIMILARITY_TIE = 0.01
 #: Question marks: a result whose text holds one asks something, and within a budget its
 #: reply follows it (:meth:`Searcher.render`).
 QUESTION_MARKS = ("?", "？")
@@ -266,26 +275,39 @@ def rank(
 
     With the semantic entry (SPEC §5.7), ``similar`` maps the results to their cosine
     similarity to the query (every result's when :meth:`Searcher.recall` is given the
-    index, negative ones as 0), and similarity is part of the score::
+    index, negative ones as 0), and similarity is part of the score, counted from the
+    results' median similarity (:data:`SIMILARITY_TIE`)::
 
-        sem(n)   = similarity(n) / the best similarity     (0 for a node not in ``similar``)
+        s(n)     = similarity(n)                            (0 for a node not in ``similar``)
+        med      = the median of the results' s, below the best
+        sem(n)   = max(0, (s(n) - med) / (best - med)) + SIMILARITY_TIE · s(n) / best
         score(n) = ((1 - SEMANTIC_WEIGHT) · match(n) + SEMANTIC_WEIGHT · sem(n))
                    · strength(n) ** STRENGTH_EXPONENT          (no keywords: sem(n) alone)
 
-    and the alike key holds the similarity's band (:data:`SIMILARITY_BAND`) too.
+    and the alike key holds the similarity's band (:data:`SIMILARITY_BAND`) too: of sem(n)
+    from the median up, of s(n) / best below it (bands of their own), so results far apart
+    in meaning are never alike.
     """
     total = sum(w * (1 + OWN_BONUS) for w in weights) or 1.0
     stems = [frozenset(stem(t) for t in query_terms([k])) for k in keywords]
     best = max(similar.values(), default=0.0) if similar else 0.0
     share = (SEMANTIC_WEIGHT if weights else 1.0) if best > 0 else 0.0
+    med = 0.0
+    if similar and best > 0 and hits:
+        ordered = sorted(similar.get(hit.node, 0.0) for hit in hits)
+        med = min(ordered[len(ordered) // 2], best * 0.999)
     scores: list[float] = []
     keys: list[Hashable] = []
     for hit in hits:
         m = details.get(hit.node)
-        sem = similar.get(hit.node, 0.0) / best if similar and best > 0 else 0.0
+        sem, band = 0.0, 0
+        if similar and best > 0:
+            s = similar.get(hit.node, 0.0)
+            sem = max(0.0, (s - med) / (best - med)) + SIMILARITY_TIE * s / best
+            band = _band(min(sem, 1.0), share) if s >= med else -1 - _band(s / best, share)
         if m is None:  # matched by meaning alone (or, without a query, every node matches)
             scores.append(share * sem * hit.strength**STRENGTH_EXPONENT)
-            keys.append((frozenset(), strength_band(hit.strength), _band(sem, share)))
+            keys.append((frozenset(), strength_band(hit.strength), band))
             continue
         credits = _credits(m, stems, len(weights))
         quality = sum(
@@ -294,7 +316,7 @@ def rank(
         )
         lexical = quality / total
         scores.append(((1 - share) * lexical + share * sem) * hit.strength**STRENGTH_EXPONENT)
-        keys.append((frozenset(m.matched), strength_band(hit.strength), _band(sem, share)))
+        keys.append((frozenset(m.matched), strength_band(hit.strength), band))
     order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))
     return [hits[i] for i in order], [keys[i] for i in order]
 

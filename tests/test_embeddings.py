@@ -22,6 +22,7 @@ from _sst import sst_contents
 from mcp import Client, StdioServerParameters
 
 from memory_rdf import (
+    HeuristicModel,
     InvalidInputError,
     MemoryManager,
     MemorySystem,
@@ -715,6 +716,25 @@ def test_every_results_similarity_counts_in_its_rank(
     text = mem.recall(["kyoto"], entry="both", query="which hotel in kyoto")
     assert "small hotel" in text and "trains" in text
     assert text.index("small hotel") < text.index("trains")
+
+
+def test_a_memory_standing_out_in_meaning_outranks_common_word_matches(
+        make_manager: Callable[..., MemoryManager], embedder: OpenAIEmbedder) -> None:
+    """Similarity counts from the results' median up (SPEC §5.7, benchmarks/RECALL.md
+    decision 27): a memory that means the question, sharing none of its words, comes before
+    memories that share only its commonest word and are no closer in meaning than the rest
+    (counted from 0, "Kyoto temples at dawn" at cosine 0.24 came first, the ryokan at 0.63
+    second: the built-in model's own keywords give the word matches an edge)."""
+    mem = make_manager(config=CONFIG, embedder=embedder, model=HeuristicModel())
+    _remember(mem, "Kyoto trains were late again", "Kyoto rain all day",
+              "Kyoto temples at dawn", "Kyoto ramen for lunch",
+              "We slept at a lovely ryokan near the station", "Kyoto shops close early")
+    text = mem.recall(["kyoto", "hotel"], entry="both",
+                      query="which hotel did we stay at in kyoto")
+    entries = text.split("\n---\n")
+    assert len(entries) == 6
+    assert "ryokan" in entries[0]
+    assert "temples" in entries[1]  # the closest of the word matches still leads them
 
 
 def test_fill_vectors_embeds_a_store_built_without_an_embedder(
