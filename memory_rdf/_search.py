@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_rdf import _vocab as V
 from memory_rdf._config import EntryTemplates, Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
@@ -181,15 +182,24 @@ def walk(
     strength, then more recent seed, then discovery order.
     """
     heap: list[tuple[float, int, int, str, int]] = []
+    # node → (priority, seed rank) of its best entry pushed so far. An entry that is not
+    # better than that one would pop after it (its order is larger) and be skipped as
+    # visited: it is not pushed at all (the same pops, a heap a fraction of the size:
+    # ~5 pushes a node reached at depth 4 were ~1).
+    best: dict[str, tuple[float, int]] = {}
     order = 0
     for seed in seeds:
         heap.append((-seed.strength, seed.rank, order, seed.node, 0))
         order += 1
+        key = (-seed.strength, seed.rank)
+        if seed.node not in best or key < best[seed.node]:
+            best[seed.node] = key
     heapq.heapify(heap)
     visited: set[str] = set()
     hits: list[Hit] = []
+    push, pop, known = heapq.heappush, heapq.heappop, best.get
     while heap:
-        neg, rank, _, node, hop = heapq.heappop(heap)
+        neg, rank, _, node, hop = pop(heap)
         if node in visited:
             continue
         visited.add(node)
@@ -198,10 +208,17 @@ def walk(
             if limit and len(hits) >= limit:
                 break
         if hop < depth:
+            nxt = hop + 1
             for target, strength, _rel in adjacency.get(node, ()):
-                if target not in visited:
-                    heapq.heappush(heap, (neg * strength, rank, order, target, hop + 1))
-                    order += 1
+                if target in visited:
+                    continue
+                key = (neg * strength, rank)
+                before = known(target)
+                if before is not None and key >= before:
+                    continue
+                best[target] = key
+                push(heap, (key[0], rank, order, target, nxt))
+                order += 1
     return hits
 
 
@@ -572,6 +589,22 @@ class Searcher:
         df = self.document_frequencies(terms, POSTING_BUDGET + 1) if terms else {}
         return [keyword_weight(stats.nodes, [df.get(t, 0) for t in ts]) for ts in per_keyword]
 
+    def may_match(self, ids: Sequence[str], keywords: Sequence[str]) -> Sequence[str]:
+        """Those of ``ids`` that may match ``keywords`` (SPEC §5.4 v3 rule 4): every node
+        whose texts could hold one of the needles the store's keyword test looks for
+        (:class:`~memory_rdf._text.KeywordRule`), by the texts' signatures in the derived
+        term index (:meth:`TermIndex.may_hold
+        <memory_rdf._oxigraph.term_index.TermIndex.may_hold>`); all of them without one.
+        The nodes left out match nothing, so the store reads no text of theirs: at 10k nodes
+        ~15 µs a node reached (benchmarks/PROFILE.md)."""
+        needles = list(dict.fromkeys(n for r in keyword_rules(keywords) for n in r.needles))
+        iris = [V.NODE + i for i in ids]
+        kept: list[str] | None = read_index(self._store, lambda ix: ix.may_hold(iris, needles))
+        if kept is None:
+            return ids
+        cut = len(V.NODE)
+        return [iri[cut:] for iri in kept]
+
     def recall(
         self,
         seeds: Sequence[Seed],
@@ -603,12 +636,14 @@ class Searcher:
         if semantic and (weights is None or len(weights) != len(keywords)):
             weights = [1.0] * len(keywords)
         details: dict[str, Match] = {}
+        # only the nodes whose texts may hold a keyword are tested by the store
+        candidates = self.may_match(graph.reached, keywords) if keywords else graph.reached
         if ranked or (keywords and not all(r.han for r in keyword_rules(keywords))):
             # the texts are compared word by word here, and carry the nodes' times
-            details = self._nodes.match_details(graph.reached, keywords) if keywords else {}
+            details = self._nodes.match_details(candidates, keywords) if keywords else {}
             matches: set[str] | None = set(details) if keywords else None
         else:
-            matches = self._nodes.matching(graph.reached, keywords) if keywords else None
+            matches = self._nodes.matching(candidates, keywords) if keywords else None
         if semantic:
             # close in meaning: a match without a shared word; with no keywords, the query's
             # meaning alone says what matches
