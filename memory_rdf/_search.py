@@ -174,12 +174,15 @@ def walk(
     matches: set[str] | None,
     depth: int,
     limit: int,
+    skip: set[str] | None = None,
 ) -> list[Hit]:
     """The best-first walk of SPEC §5.4 steps 2–3 over an in-memory adjacency.
 
     ``adjacency[node]`` lists ``(target, strength, relation)`` of the live, relation-filtered
     links to live nodes; ``matches`` is None when every node matches. Priority: higher path
-    strength, then more recent seed, then discovery order.
+    strength, then more recent seed, then discovery order. ``skip``: nodes that match
+    nothing and are never expanded (no path of fewer than ``depth`` hops reaches them):
+    visiting them changes nothing, so they are not pushed.
     """
     heap: list[tuple[float, int, int, str, int]] = []
     # node → (priority, seed rank) of its best entry pushed so far. An entry that is not
@@ -195,7 +198,7 @@ def walk(
         if seed.node not in best or key < best[seed.node]:
             best[seed.node] = key
     heapq.heapify(heap)
-    visited: set[str] = set()
+    visited: set[str] = set(skip) if skip else set()
     hits: list[Hit] = []
     push, pop, known = heapq.heappush, heapq.heappop, best.get
     while heap:
@@ -411,6 +414,8 @@ class Graph:
     #: node → relations of its live dangling links (strongest first), for the nodes of
     #: ``adjacency`` that have any.
     dangling: dict[str, list[str]]
+    #: the nodes ``depth`` hops from the seeds and no fewer (never expanded by the walk).
+    last: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -567,18 +572,20 @@ class Searcher:
             lost.extend(dangling)
             for node in frontier:
                 adjacency[node] = fetched.get(node, [])
-            nxt = dict.fromkeys(
-                link[0] for links in fetched.values() for link in links if link[0] not in reached
-            )
-            reached.update(nxt)
-            frontier = list(nxt)
+            # every target once, in order of discovery (C-level: ~3,600 links at depth 4)
+            ends: dict[str, None] = {}
+            for links in fetched.values():
+                ends.update(dict.fromkeys(map(_TARGET, links)))
+            frontier = [t for t in ends if t not in reached]
+            reached.update(dict.fromkeys(frontier))
         for targets in adjacency.values():
             # Discovery order among one node's links must not depend on the engine's row order:
             # strongest first, then by target id (two stable sorts on C-level keys, instead of
             # a key tuple built per link).
             targets.sort(key=_TARGET)
             targets.sort(key=_STRENGTH, reverse=True)
-        return Graph(adjacency, list(reached), by_strength(lost))
+        # after the loop, the frontier is the level `depth` (or empty, when it ended sooner)
+        return Graph(adjacency, list(reached), by_strength(lost), frontier)
 
     def keyword_weights(self, keywords: Sequence[str], generation: int) -> list[float]:
         """The rarity weight of each recall keyword (:func:`keyword_weight`), from the term
@@ -653,9 +660,11 @@ class Searcher:
             timely = self._listing.in_window(graph.reached, window)
             matches = timely if matches is None else matches & timely
         keys: list[Hashable]
+        # the last level's nodes that match nothing: the walk need not push them
+        skip = None if matches is None else set(graph.last).difference(matches)
         if ranked:
             assert weights is not None
-            found = walk(seeds, graph.adjacency, matches, depth, 0)
+            found = walk(seeds, graph.adjacency, matches, depth, 0, skip)
             scored = similar
             if similar is not None and similarity is not None and RANK_ALL_BY_SIMILARITY:
                 # every result's similarity counts in its rank, not only the nearest nodes'
@@ -663,15 +672,18 @@ class Searcher:
                 scored = {**{n: max(v, 0.0) for n, v in sims.items()}, **similar}
             hits, keys = rank(found, details, weights, keywords, scored)
         else:
-            hits = walk(seeds, graph.adjacency, matches, depth, limit)
+            hits = walk(seeds, graph.adjacency, matches, depth, limit, skip)
             keys = [strength_band(h.strength) for h in hits]
+        # the times of the nodes whose texts were compared (read with them)
+        known: dict[str, tuple[datetime | None, datetime]] = {
+            n: (m.said_at, m.created_at) for n, m in details.items() if m.created_at is not None}
         if keywords or semantic:  # without a query nothing matches alike: the walk's order
 
             def dates(ids: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
-                known = {n: (details[n].said_at, details[n].created_at) for n in ids
-                         if n in details and details[n].created_at is not None}
                 missing = [n for n in ids if n not in known]
-                return {**known, **(self._nodes.dates(missing) if missing else {})}  # type: ignore[dict-item]
+                if missing:
+                    known.update(self._nodes.dates(missing))
+                return {n: known[n] for n in ids if n in known}
 
             hits = current_first(hits, keys, dates)
         if ranked and limit:
@@ -679,7 +691,23 @@ class Searcher:
         # Reply context only where the order is the ranking's and a budget decides how much
         # is read: a ranked recall within max_chars, without a time window (SPEC §5.6).
         replies = ranked and max_chars is not None and window is None
-        return self.render([h.node for h in hits], relations, graph, max_chars, replies=replies)
+        return self.render([h.node for h in hits], relations, graph, max_chars, replies=replies,
+                           dates=known)
+
+    def _entries(
+        self, ids: Sequence[str], dates: Mapping[str, tuple[datetime | None, datetime]]
+    ) -> dict[str, tuple[str, str, datetime | None, datetime]]:
+        """:meth:`NodeStore.entries` of ``ids``; of those whose times are in ``dates``, only
+        the content and phrase are read (two lookups a node instead of four)."""
+        dated = [n for n in ids if n in dates]
+        if not dated:
+            return self._nodes.entries(ids)
+        rest = [n for n in ids if n not in dates]
+        out = self._nodes.entries(rest) if rest else {}
+        for nid, (content, phrase) in self._nodes.texts(dated).items():
+            said_at, created_at = dates[nid]
+            out[nid] = (content, phrase, said_at, created_at)
+        return out
 
     def render(
         self,
@@ -689,6 +717,7 @@ class Searcher:
         max_chars: int | None = None,
         *,
         replies: bool = False,
+        dates: Mapping[str, tuple[datetime | None, datetime]] | None = None,
     ) -> str:
         """The recall text of SPEC §5.4, within ``max_chars`` (§5.4 v2: entries in result
         order while the joined text fits; the first entry always whole; a perception entry
@@ -705,6 +734,10 @@ class Searcher:
         ``max_chars`` like any entry, not toward the results' ``limit``. (On conversations the
         answer to a question is often the next turn, which shares none of the question's
         words: benchmarks/RECALL.md.)
+
+        ``dates``: ``id → (said_at or None, created_at)`` of results whose times are known
+        already (read with their texts by the keyword test): only their content and phrase
+        are read.
 
         Each entry is written in its content's language (SPEC §5.4 v3, :func:`writes_chinese`
         under ``Config.language``): the memory entry dated (:func:`entry_fields`), the
@@ -727,18 +760,19 @@ class Searcher:
 
         shown: set[str] = set()
         language = self._language
+        forms = {chinese: t.for_language(chinese) for chinese in (False, True)}
 
         def memory_entry(row: tuple[str, str, datetime | None, datetime]) -> tuple[str, bool]:
             content, _, said_at, created_at = row
             chinese = writes_chinese(content, language)
-            text = t.for_language(chinese).memory.format(
+            text = forms[chinese].memory.format(
                 **entry_fields(content, said_at, created_at)
             )
             return text, chinese
 
         for start in range(0, len(results), RENDER_CHUNK):
             part = [nid for nid in results[start : start + RENDER_CHUNK] if nid not in shown]
-            texts = self._nodes.entries(part)
+            texts = self._entries(part, dates or {})
             dangling = {nid: graph.dangling[nid] for nid in part if nid in graph.dangling}
             todo = [nid for nid in part if nid not in graph.adjacency]
             if todo:
@@ -757,7 +791,7 @@ class Searcher:
                     return t.entry_separator.join(entries)
                 shown.add(nid)
                 if nid in dangling and not take(
-                    perception(t.for_language(chinese), texts[nid][1], dangling[nid])
+                    perception(forms[chinese], texts[nid][1], dangling[nid])
                 ):
                     return t.entry_separator.join(entries)
                 after = reply.get(nid)
