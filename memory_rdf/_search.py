@@ -603,10 +603,13 @@ class Searcher:
         term index (:meth:`TermIndex.may_hold
         <memory_rdf._oxigraph.term_index.TermIndex.may_hold>`); all of them without one.
         The nodes left out match nothing, so the store reads no text of theirs: at 10k nodes
-        ~15 µs a node reached (benchmarks/PROFILE.md)."""
+        ~15 µs a node reached (benchmarks/PROFILE.md). The index is used when the keyword
+        entry has built it (the default recall, SPEC §5.5), never built for this alone: a
+        focus-only agent keeps no index in memory."""
         needles = list(dict.fromkeys(n for r in keyword_rules(keywords) for n in r.needles))
         iris = [V.NODE + i for i in ids]
-        kept: list[str] | None = read_index(self._store, lambda ix: ix.may_hold(iris, needles))
+        kept: list[str] | None = read_index(
+            self._store, lambda ix: ix.may_hold(iris, needles), derive=False)
         if kept is None:
             return ids
         cut = len(V.NODE)

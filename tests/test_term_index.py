@@ -175,6 +175,12 @@ def test_the_keyword_test_reads_the_texts_of_the_nodes_that_may_match_only(
     ids = ids_by_content(mem)
     every = list(ids.values())
     searcher = mem._searcher
+    # a focus-only recall does not build the index for its keyword test
+    assert "retention" in mem.recall(["retention"], depth=1, entry="focus")
+    assert _store(mem).terms.builds == 0
+    assert searcher.may_match(every, ["retention"]) == every
+    mem.recall(["retention"], entry="both")  # the keyword entry builds it
+    assert _store(mem).terms.builds == 1
     kept = set(searcher.may_match(every, ["retention"]))
     holding = {n for c, n in ids.items() if "retention" in c.lower()}
     assert holding and holding <= kept

@@ -397,16 +397,19 @@ class TermIndexes:
             self.generation += 1
             self.index = None
 
-    def current(self, owner: AgentStore, read: Callable[[TermIndex], T]) -> T | None:
+    def current(self, owner: AgentStore, read: Callable[[TermIndex], T],
+                derive: bool = True) -> T | None:
         """``read(index)`` on the current index, built first if need be (in the store
-        owner's turn: no commit lands meanwhile); None when there is none (turned off, or the
-        build failed: the caller takes the SPARQL path)."""
+        owner's turn: no commit lands meanwhile; not with ``derive=False``); None when there
+        is none (turned off, or the build failed: the caller takes the SPARQL path)."""
         if not ENABLED:
             return None
         with self.lock:
             index = self.index
             if index is not None and index.generation == self.generation:
                 return read(index)
+        if not derive:
+            return None
         with owner.turn(), owner._users.hold():
             generation = self.generation
             try:
@@ -421,11 +424,12 @@ class TermIndexes:
                 return read(fresh)
 
 
-def read_index(store: object, read: Callable[[TermIndex], T]) -> T | None:
+def read_index(store: object, read: Callable[[TermIndex], T], *, derive: bool = True) -> T | None:
     """``read(index)`` on the current term index of ``store`` (an :class:`AgentStore`), or None
-    when it has none (another kind of store, the index turned off): take the SPARQL path."""
+    when it has none (another kind of store, the index turned off; not built yet, with
+    ``derive=False``): take the SPARQL path."""
     from memory_rdf._oxigraph.agent_store import AgentStore
 
     if not isinstance(store, AgentStore):
         return None
-    return store.terms.current(store, read)
+    return store.terms.current(store, read, derive)
