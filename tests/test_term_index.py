@@ -191,3 +191,30 @@ def test_the_keyword_test_reads_the_texts_of_the_nodes_that_may_match_only(
     # without the index (another kind of store, or turned off) every node is asked about
     monkeypatch.setattr(ti, "ENABLED", False)
     assert searcher.may_match(every, ["retention"]) == every
+
+
+def test_the_keyword_test_finds_the_same_nodes_whatever_the_texts_case(
+    make_manager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signatures are of the texts lower-cased as the store's ``LCASE`` lower-cases them:
+    capitals, a dotted capital I, a final sigma, full-width letters and Han text match the
+    same nodes with the signatures as without them."""
+    mem = make_manager(config=Config(auto_compress=False))
+    texts = ["İstanbul trip in MAY", "ΟΔΟΣ ΣΟΦΟΚΛΕΟΥΣ address", "ＧＰＵ ｃｌｕｓｔｅｒ budget",
+             "DevOps 周会 改到 周三", "Straße renamed; the STRASSE sign"]
+    for text in texts:
+        remember(mem, text)
+    queries = [["istanbul"], ["i̇stanbul"], ["may"], ["οδος"], ["σοφοκλεους"], ["ｇｐｕ"],
+               ["gpu"], ["budget"], ["devops", "周会"], ["周三"], ["straße"], ["strasse"], ["ss"]]
+    mem.recall(["trip"], entry="both")  # the keyword entry builds the index
+    found = set()
+    for keywords in queries:
+        for entry in ("focus", "both"):
+            monkeypatch.setattr(ti, "ENABLED", False)
+            before = mem.recall(keywords, depth=2, entry=entry, max_chars=None)
+            monkeypatch.setattr(ti, "ENABLED", True)
+            assert mem.recall(keywords, depth=2, entry=entry, max_chars=None) == before, keywords
+            found |= {t for t in texts if t.split()[-1] in before}  # (stored NFKC)
+    assert len(found) == len(texts)  # every text is the answer to one of the queries
+    assert _store(mem).terms.builds == 1
+    _check_texts(_store(mem))
