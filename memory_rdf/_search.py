@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_rdf import _vocab as V
 from memory_rdf._config import EntryTemplates, Templates
 from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
@@ -182,23 +183,35 @@ def walk(
     matches: set[str] | None,
     depth: int,
     limit: int,
+    skip: set[str] | None = None,
 ) -> list[Hit]:
     """The best-first walk of SPEC §5.4 steps 2–3 over an in-memory adjacency.
 
     ``adjacency[node]`` lists ``(target, strength, relation)`` of the live, relation-filtered
     links to live nodes; ``matches`` is None when every node matches. Priority: higher path
-    strength, then more recent seed, then discovery order.
+    strength, then more recent seed, then discovery order. ``skip``: nodes that match
+    nothing and are never expanded (no path of fewer than ``depth`` hops reaches them):
+    visiting them changes nothing, so they are not pushed.
     """
     heap: list[tuple[float, int, int, str, int]] = []
+    # node → (priority, seed rank) of its best entry pushed so far. An entry that is not
+    # better than that one would pop after it (its order is larger) and be skipped as
+    # visited: it is not pushed at all (the same pops, a heap a fraction of the size:
+    # ~5 pushes a node reached at depth 4 were ~1).
+    best: dict[str, tuple[float, int]] = {}
     order = 0
     for seed in seeds:
         heap.append((-seed.strength, seed.rank, order, seed.node, 0))
         order += 1
+        key = (-seed.strength, seed.rank)
+        if seed.node not in best or key < best[seed.node]:
+            best[seed.node] = key
     heapq.heapify(heap)
-    visited: set[str] = set()
+    visited: set[str] = set(skip) if skip else set()
     hits: list[Hit] = []
+    push, pop, known = heapq.heappush, heapq.heappop, best.get
     while heap:
-        neg, rank, _, node, hop = heapq.heappop(heap)
+        neg, rank, _, node, hop = pop(heap)
         if node in visited:
             continue
         visited.add(node)
@@ -207,10 +220,17 @@ def walk(
             if limit and len(hits) >= limit:
                 break
         if hop < depth:
+            nxt = hop + 1
             for target, strength, _rel in adjacency.get(node, ()):
-                if target not in visited:
-                    heapq.heappush(heap, (neg * strength, rank, order, target, hop + 1))
-                    order += 1
+                if target in visited:
+                    continue
+                key = (neg * strength, rank)
+                before = known(target)
+                if before is not None and key >= before:
+                    continue
+                best[target] = key
+                push(heap, (key[0], rank, order, target, nxt))
+                order += 1
     return hits
 
 
@@ -416,6 +436,8 @@ class Graph:
     #: node → relations of its live dangling links (strongest first), for the nodes of
     #: ``adjacency`` that have any.
     dangling: dict[str, list[str]]
+    #: the nodes ``depth`` hops from the seeds and no fewer (never expanded by the walk).
+    last: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -572,18 +594,20 @@ class Searcher:
             lost.extend(dangling)
             for node in frontier:
                 adjacency[node] = fetched.get(node, [])
-            nxt = dict.fromkeys(
-                link[0] for links in fetched.values() for link in links if link[0] not in reached
-            )
-            reached.update(nxt)
-            frontier = list(nxt)
+            # every target once, in order of discovery (C-level: ~3,600 links at depth 4)
+            ends: dict[str, None] = {}
+            for links in fetched.values():
+                ends.update(dict.fromkeys(map(_TARGET, links)))
+            frontier = [t for t in ends if t not in reached]
+            reached.update(dict.fromkeys(frontier))
         for targets in adjacency.values():
             # Discovery order among one node's links must not depend on the engine's row order:
             # strongest first, then by target id (two stable sorts on C-level keys, instead of
             # a key tuple built per link).
             targets.sort(key=_TARGET)
             targets.sort(key=_STRENGTH, reverse=True)
-        return Graph(adjacency, list(reached), by_strength(lost))
+        # after the loop, the frontier is the level `depth` (or empty, when it ended sooner)
+        return Graph(adjacency, list(reached), by_strength(lost), frontier)
 
     def keyword_weights(self, keywords: Sequence[str], generation: int) -> list[float]:
         """The rarity weight of each recall keyword (:func:`keyword_weight`), from the term
@@ -593,6 +617,25 @@ class Searcher:
         terms = list(dict.fromkeys(t for ts in per_keyword for t in ts))
         df = self.document_frequencies(terms, POSTING_BUDGET + 1) if terms else {}
         return [keyword_weight(stats.nodes, [df.get(t, 0) for t in ts]) for ts in per_keyword]
+
+    def may_match(self, ids: Sequence[str], keywords: Sequence[str]) -> Sequence[str]:
+        """Those of ``ids`` that may match ``keywords`` (SPEC §5.4 v3 rule 4): every node
+        whose texts could hold one of the needles the store's keyword test looks for
+        (:class:`~memory_rdf._text.KeywordRule`), by the texts' signatures in the derived
+        term index (:meth:`TermIndex.may_hold
+        <memory_rdf._oxigraph.term_index.TermIndex.may_hold>`); all of them without one.
+        The nodes left out match nothing, so the store reads no text of theirs: at 10k nodes
+        ~15 µs a node reached (benchmarks/PROFILE.md). The index is used when the keyword
+        entry has built it (the default recall, SPEC §5.5), never built for this alone: a
+        focus-only agent keeps no index in memory."""
+        needles = list(dict.fromkeys(n for r in keyword_rules(keywords) for n in r.needles))
+        iris = [V.NODE + i for i in ids]
+        kept: list[str] | None = read_index(
+            self._store, lambda ix: ix.may_hold(iris, needles), derive=False)
+        if kept is None:
+            return ids
+        cut = len(V.NODE)
+        return [iri[cut:] for iri in kept]
 
     def recall(
         self,
@@ -625,12 +668,14 @@ class Searcher:
         if semantic and (weights is None or len(weights) != len(keywords)):
             weights = [1.0] * len(keywords)
         details: dict[str, Match] = {}
+        # only the nodes whose texts may hold a keyword are tested by the store
+        candidates = self.may_match(graph.reached, keywords) if keywords else graph.reached
         if ranked or (keywords and not all(r.han for r in keyword_rules(keywords))):
             # the texts are compared word by word here, and carry the nodes' times
-            details = self._nodes.match_details(graph.reached, keywords) if keywords else {}
+            details = self._nodes.match_details(candidates, keywords) if keywords else {}
             matches: set[str] | None = set(details) if keywords else None
         else:
-            matches = self._nodes.matching(graph.reached, keywords) if keywords else None
+            matches = self._nodes.matching(candidates, keywords) if keywords else None
         if semantic:
             # close in meaning: a match without a shared word; with no keywords, the query's
             # meaning alone says what matches
@@ -640,9 +685,11 @@ class Searcher:
             timely = self._listing.in_window(graph.reached, window)
             matches = timely if matches is None else matches & timely
         keys: list[Hashable]
+        # the last level's nodes that match nothing: the walk need not push them
+        skip = None if matches is None else set(graph.last).difference(matches)
         if ranked:
             assert weights is not None
-            found = walk(seeds, graph.adjacency, matches, depth, 0)
+            found = walk(seeds, graph.adjacency, matches, depth, 0, skip)
             scored = similar
             if similar is not None and similarity is not None and RANK_ALL_BY_SIMILARITY:
                 # every result's similarity counts in its rank, not only the nearest nodes'
@@ -650,15 +697,18 @@ class Searcher:
                 scored = {**{n: max(v, 0.0) for n, v in sims.items()}, **similar}
             hits, keys = rank(found, details, weights, keywords, scored)
         else:
-            hits = walk(seeds, graph.adjacency, matches, depth, limit)
+            hits = walk(seeds, graph.adjacency, matches, depth, limit, skip)
             keys = [strength_band(h.strength) for h in hits]
+        # the times of the nodes whose texts were compared (read with them)
+        known: dict[str, tuple[datetime | None, datetime]] = {
+            n: (m.said_at, m.created_at) for n, m in details.items() if m.created_at is not None}
         if keywords or semantic:  # without a query nothing matches alike: the walk's order
 
             def dates(ids: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
-                known = {n: (details[n].said_at, details[n].created_at) for n in ids
-                         if n in details and details[n].created_at is not None}
                 missing = [n for n in ids if n not in known]
-                return {**known, **(self._nodes.dates(missing) if missing else {})}  # type: ignore[dict-item]
+                if missing:
+                    known.update(self._nodes.dates(missing))
+                return {n: known[n] for n in ids if n in known}
 
             hits = current_first(hits, keys, dates)
         if ranked and limit:
@@ -666,7 +716,23 @@ class Searcher:
         # Reply context only where the order is the ranking's and a budget decides how much
         # is read: a ranked recall within max_chars, without a time window (SPEC §5.6).
         replies = ranked and max_chars is not None and window is None
-        return self.render([h.node for h in hits], relations, graph, max_chars, replies=replies)
+        return self.render([h.node for h in hits], relations, graph, max_chars, replies=replies,
+                           dates=known)
+
+    def _entries(
+        self, ids: Sequence[str], dates: Mapping[str, tuple[datetime | None, datetime]]
+    ) -> dict[str, tuple[str, str, datetime | None, datetime]]:
+        """:meth:`NodeStore.entries` of ``ids``; of those whose times are in ``dates``, only
+        the content and phrase are read (two lookups a node instead of four)."""
+        dated = [n for n in ids if n in dates]
+        if not dated:
+            return self._nodes.entries(ids)
+        rest = [n for n in ids if n not in dates]
+        out = self._nodes.entries(rest) if rest else {}
+        for nid, (content, phrase) in self._nodes.texts(dated).items():
+            said_at, created_at = dates[nid]
+            out[nid] = (content, phrase, said_at, created_at)
+        return out
 
     def render(
         self,
@@ -676,6 +742,7 @@ class Searcher:
         max_chars: int | None = None,
         *,
         replies: bool = False,
+        dates: Mapping[str, tuple[datetime | None, datetime]] | None = None,
     ) -> str:
         """The recall text of SPEC §5.4, within ``max_chars`` (§5.4 v2: entries in result
         order while the joined text fits; the first entry always whole; a perception entry
@@ -692,6 +759,10 @@ class Searcher:
         ``max_chars`` like any entry, not toward the results' ``limit``. (On conversations the
         answer to a question is often the next turn, which shares none of the question's
         words: benchmarks/RECALL.md.)
+
+        ``dates``: ``id → (said_at or None, created_at)`` of results whose times are known
+        already (read with their texts by the keyword test): only their content and phrase
+        are read.
 
         Each entry is written in its content's language (SPEC §5.4 v3, :func:`writes_chinese`
         under ``Config.language``): the memory entry dated (:func:`entry_fields`), the
@@ -714,18 +785,19 @@ class Searcher:
 
         shown: set[str] = set()
         language = self._language
+        forms = {chinese: t.for_language(chinese) for chinese in (False, True)}
 
         def memory_entry(row: tuple[str, str, datetime | None, datetime]) -> tuple[str, bool]:
             content, _, said_at, created_at = row
             chinese = writes_chinese(content, language)
-            text = t.for_language(chinese).memory.format(
+            text = forms[chinese].memory.format(
                 **entry_fields(content, said_at, created_at)
             )
             return text, chinese
 
         for start in range(0, len(results), RENDER_CHUNK):
             part = [nid for nid in results[start : start + RENDER_CHUNK] if nid not in shown]
-            texts = self._nodes.entries(part)
+            texts = self._entries(part, dates or {})
             dangling = {nid: graph.dangling[nid] for nid in part if nid in graph.dangling}
             todo = [nid for nid in part if nid not in graph.adjacency]
             if todo:
@@ -744,7 +816,7 @@ class Searcher:
                     return t.entry_separator.join(entries)
                 shown.add(nid)
                 if nid in dangling and not take(
-                    perception(t.for_language(chinese), texts[nid][1], dangling[nid])
+                    perception(forms[chinese], texts[nid][1], dangling[nid])
                 ):
                     return t.entry_separator.join(entries)
                 after = reply.get(nid)

@@ -59,6 +59,22 @@ def _check(mem: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
     assert kept.lengths == fresh.lengths
     assert {n: set(t) for n, t in kept.terms_of.items()} == \
         {n: set(t) for n, t in fresh.terms_of.items()}
+    _check_texts(store)
+
+
+def _check_texts(store: AgentStore) -> None:
+    """Every node's text signature in the index covers its texts in the store: no needle one
+    of them holds (itself, a character, a pair of characters) is ruled out. (A Bloom filter
+    may keep a node for nothing, never leave out one that matches.)"""
+    kept = store.terms.index
+    assert kept is not None
+    rows = store.rows("SELECT ?n ?t WHERE { { ?n memory:content ?t } UNION "
+                      "{ ?n memory:keyword ?t } }")
+    assert rows
+    for iri, text in rows:
+        low = str(text).lower()
+        for needle in {low, *low, *(low[i : i + 2] for i in range(len(low) - 1))}:
+            assert kept.may_hold([iri], [needle]) == [iri], (iri, text, needle)
 
 
 def test_index_follows_every_write_path(make_manager, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,3 +161,60 @@ def test_keyword_recall_text_is_the_same_with_and_without_the_index(
             monkeypatch.setattr(ti, "ENABLED", True)
             assert mem.recall(keywords, depth=depth, entry="both") == before
     assert _store(mem).terms.builds == 1
+
+
+def test_the_keyword_test_reads_the_texts_of_the_nodes_that_may_match_only(
+    make_manager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recall's keyword test (SPEC §5.4 v3 rule 4) asks the store about the nodes whose
+    text signatures may hold a needle: every node that matches, few that do not."""
+    mem = make_manager(config=Config(auto_compress=False))
+    for i, text in enumerate(TEXTS):
+        remember(mem, text)
+        remember(mem, f"lunch menu item {i}")
+    ids = ids_by_content(mem)
+    every = list(ids.values())
+    searcher = mem._searcher
+    # a focus-only recall does not build the index for its keyword test
+    assert "retention" in mem.recall(["retention"], depth=1, entry="focus")
+    assert _store(mem).terms.builds == 0
+    assert searcher.may_match(every, ["retention"]) == every
+    mem.recall(["retention"], entry="both")  # the keyword entry builds it
+    assert _store(mem).terms.builds == 1
+    kept = set(searcher.may_match(every, ["retention"]))
+    holding = {n for c, n in ids.items() if "retention" in c.lower()}
+    assert holding and holding <= kept
+    # "retention" has 8 character pairs: a node without them passes with p < 1e-4
+    assert not kept & {n for c, n in ids.items() if c.startswith("lunch menu item")}
+    assert set(searcher.may_match(every, ["订单"])) >= {
+        n for c, n in ids.items() if "订单" in c}
+    # without the index (another kind of store, or turned off) every node is asked about
+    monkeypatch.setattr(ti, "ENABLED", False)
+    assert searcher.may_match(every, ["retention"]) == every
+
+
+def test_the_keyword_test_finds_the_same_nodes_whatever_the_texts_case(
+    make_manager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Signatures are of the texts lower-cased as the store's ``LCASE`` lower-cases them:
+    capitals, a dotted capital I, a final sigma, full-width letters and Han text match the
+    same nodes with the signatures as without them."""
+    mem = make_manager(config=Config(auto_compress=False))
+    texts = ["İstanbul trip in MAY", "ΟΔΟΣ ΣΟΦΟΚΛΕΟΥΣ address", "ＧＰＵ ｃｌｕｓｔｅｒ budget",
+             "DevOps 周会 改到 周三", "Straße renamed; the STRASSE sign"]
+    for text in texts:
+        remember(mem, text)
+    queries = [["istanbul"], ["i̇stanbul"], ["may"], ["οδος"], ["σοφοκλεους"], ["ｇｐｕ"],
+               ["gpu"], ["budget"], ["devops", "周会"], ["周三"], ["straße"], ["strasse"], ["ss"]]
+    mem.recall(["trip"], entry="both")  # the keyword entry builds the index
+    found = set()
+    for keywords in queries:
+        for entry in ("focus", "both"):
+            monkeypatch.setattr(ti, "ENABLED", False)
+            before = mem.recall(keywords, depth=2, entry=entry, max_chars=None)
+            monkeypatch.setattr(ti, "ENABLED", True)
+            assert mem.recall(keywords, depth=2, entry=entry, max_chars=None) == before, keywords
+            found |= {t for t in texts if t.split()[-1] in before}  # (stored NFKC)
+    assert len(found) == len(texts)  # every text is the answer to one of the queries
+    assert _store(mem).terms.builds == 1
+    _check_texts(_store(mem))

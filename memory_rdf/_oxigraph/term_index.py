@@ -43,9 +43,16 @@ ENABLED = True
 
 _TERM = ox.NamedNode(V.MEMORY + "term")
 _TERM_COUNT = ox.NamedNode(V.MEMORY + "termCount")
+_CONTENT = ox.NamedNode(V.MEMORY + "content")
+_KEYWORD = ox.NamedNode(V.MEMORY + "keyword")
 _XSD_STRING = ox.NamedNode(V.XSD + "string")
 _TERM_NEEDLE = f" {V.m('term')} "
 _COUNT_NEEDLE = f" {V.m('termCount')} "
+_TEXT_NEEDLES = (f" {V.m('content')} ", f" {V.m('keyword')} ")
+#: A node's text signature (:func:`signature`) has at least this many bits, at most
+#: :data:`SIGNATURE_MAX`: about four bits a gram of its texts, a power of two.
+SIGNATURE_MIN = 64
+SIGNATURE_MAX = 512
 _FORGET = ("forget_node", "forget_nodes")
 _DELETE_TEXT = ("delete_node_text", "delete_node_texts")
 
@@ -68,11 +75,53 @@ def _neutral(template: str) -> bool:
     return "memory:term" not in text and "#term" not in text and "?p ?o" not in text
 
 
+def _grams(text: str) -> set[str]:
+    """The characters and the two-character substrings of a lower-cased text."""
+    grams = set(text)
+    grams.update([text[i : i + 2] for i in range(len(text) - 1)])
+    return grams
+
+
+def signature(texts: Iterable[str], bits: int = 0) -> int:
+    """A node's text signature: a one-hash Bloom filter of the characters and character
+    pairs of its texts (content and keywords), lower-cased as the recall's keyword test
+    lower-cases them (``LCASE``, ``str.lower``), each text on its own (no pair spans two).
+    The filter's size m (a power of two, :data:`SIGNATURE_MIN` … :data:`SIGNATURE_MAX`) is
+    kept in the value itself, as its highest bit (bit m). ``bits``: a signature to add the
+    texts to (its size is kept)."""
+    grams: set[str] = set()
+    for text in texts:
+        grams |= _grams(text.lower())
+    if bits:
+        size = bits.bit_length() - 1
+    else:
+        size = SIGNATURE_MIN
+        while size < SIGNATURE_MAX and size < 4 * len(grams):
+            size *= 2
+        bits = 1 << size
+    mask = size - 1
+    for gram in grams:
+        bits |= 1 << (hash(gram) & mask)
+    return bits
+
+
+def needle_grams(needle: str) -> tuple[int, ...] | None:
+    """The hashes :meth:`TermIndex.may_hold` tests for a lower-cased needle: its character
+    pairs (its one character); None for the empty needle, which every text holds."""
+    if not needle:
+        return None
+    if len(needle) == 1:
+        return (hash(needle),)
+    return tuple(dict.fromkeys(hash(needle[i : i + 2]) for i in range(len(needle) - 1)))
+
+
 class TermIndex:
     """``term → {node IRI}`` and ``node IRI → termCount``, as of the store's commit
-    ``generation`` (read and changed only with :attr:`TermIndexes.lock` held)."""
+    ``generation`` (read and changed only with :attr:`TermIndexes.lock` held); and each
+    node's text signature (:func:`signature`), which tells the recall's keyword test which
+    nodes cannot hold a needle (:meth:`may_hold`)."""
 
-    __slots__ = ("generation", "lengths", "postings", "terms_of")
+    __slots__ = ("generation", "lengths", "postings", "terms_of", "texts")
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
@@ -80,6 +129,34 @@ class TermIndex:
         #: node → its terms (a tuple: ~8 terms a node, a set would take 4× the memory)
         self.terms_of: dict[str, tuple[str, ...]] = {}
         self.lengths: dict[str, int] = {}
+        #: node → the signature of its texts. A superset of what its texts give (a text
+        #: deleted leaves its bits: a node is then tested by the store for nothing); a node
+        #: without texts has none.
+        self.texts: dict[str, int] = {}
+
+    def may_hold(self, nodes: Sequence[str], needles: Sequence[str]) -> list[str]:
+        """Those of ``nodes`` (IRIs) one of whose texts, lower-cased, may hold one of the
+        lower-cased ``needles`` as a substring; the others certainly hold none (a Bloom
+        filter has no false negatives). Order kept."""
+        wanted = [needle_grams(n) for n in needles]
+        if not wanted or any(w is None for w in wanted):
+            return list(nodes)
+        tests = [w for w in wanted if w is not None]
+        out = []
+        texts = self.texts
+        for node in nodes:
+            bits = texts.get(node)
+            if bits is None:
+                continue
+            mask = bits.bit_length() - 2  # m - 1
+            for hashes in tests:
+                for h in hashes:
+                    if not bits >> (h & mask) & 1:
+                        break
+                else:
+                    out.append(node)
+                    break
+        return out
 
     def add(self, node: str, term: str) -> None:
         # One string object per node and per term, however many postings name it (a quad's
@@ -104,10 +181,16 @@ class TermIndex:
             self.terms_of.pop(node, None)
 
     def drop(self, node: str) -> None:
-        """Every term of ``node`` and its term count."""
+        """Every term of ``node``, its term count and its texts' signature."""
         for term in list(self.terms_of.get(node, ())):
             self.remove(node, term)
         self.lengths.pop(node, None)
+        self.texts.pop(node, None)
+
+    def add_texts(self, node: str, texts: Sequence[str]) -> None:
+        """Texts (content, keywords) written on ``node``: into its signature."""
+        node = sys.intern(node)
+        self.texts[node] = signature(texts, self.texts.get(node, 0))
 
     def df(self, term: str) -> int:
         return len(self.postings.get(term, ()))
@@ -242,6 +325,17 @@ def apply_batch(index: TermIndex, batch: WriteBatch) -> bool:
                     index.lengths[sys.intern(node)] = count
                 elif index.lengths.get(node) == count:
                     del index.lengths[node]
+        if inserting:  # a text deleted leaves its bits (still a superset: see TermIndex)
+            written: dict[str, list[str]] = {}
+            for needle in _TEXT_NEEDLES:
+                if needle in body:
+                    for node, obj in _triples(body, needle):
+                        value = _literal(obj)
+                        if value is None:
+                            return False
+                        written.setdefault(node, []).append(value)
+            for node, texts in written.items():
+                index.add_texts(node, texts)
     return True
 
 
@@ -260,6 +354,14 @@ def build(store: ox.Store, generation: int) -> TermIndex:
                 index.lengths[sys.intern(s.value)] = int(o.value)
             except ValueError:
                 continue
+    texts: dict[str, list[str]] = {}
+    for predicate in (_CONTENT, _KEYWORD):
+        for quad in store.quads_for_pattern(None, predicate, None, graph):
+            s, o = quad.subject, quad.object
+            if isinstance(s, ox.NamedNode) and isinstance(o, ox.Literal):
+                texts.setdefault(s.value, []).append(o.value)
+    for node, values in texts.items():
+        index.add_texts(node, values)
     return index
 
 
@@ -295,16 +397,19 @@ class TermIndexes:
             self.generation += 1
             self.index = None
 
-    def current(self, owner: AgentStore, read: Callable[[TermIndex], T]) -> T | None:
+    def current(self, owner: AgentStore, read: Callable[[TermIndex], T],
+                derive: bool = True) -> T | None:
         """``read(index)`` on the current index, built first if need be (in the store
-        owner's turn: no commit lands meanwhile); None when there is none (turned off, or the
-        build failed: the caller takes the SPARQL path)."""
+        owner's turn: no commit lands meanwhile; not with ``derive=False``); None when there
+        is none (turned off, or the build failed: the caller takes the SPARQL path)."""
         if not ENABLED:
             return None
         with self.lock:
             index = self.index
             if index is not None and index.generation == self.generation:
                 return read(index)
+        if not derive:
+            return None
         with owner.turn(), owner._users.hold():
             generation = self.generation
             try:
@@ -319,11 +424,12 @@ class TermIndexes:
                 return read(fresh)
 
 
-def read_index(store: object, read: Callable[[TermIndex], T]) -> T | None:
+def read_index(store: object, read: Callable[[TermIndex], T], *, derive: bool = True) -> T | None:
     """``read(index)`` on the current term index of ``store`` (an :class:`AgentStore`), or None
-    when it has none (another kind of store, the index turned off): take the SPARQL path."""
+    when it has none (another kind of store, the index turned off; not built yet, with
+    ``derive=False``): take the SPARQL path."""
     from memory_rdf._oxigraph.agent_store import AgentStore
 
     if not isinstance(store, AgentStore):
         return None
-    return store.terms.current(store, read)
+    return store.terms.current(store, read, derive)
