@@ -46,6 +46,15 @@ QUERIES: list[tuple[str, list[str]]] = [
 ]
 
 
+def entries(text: str, separator: str) -> int:
+    """How many entries a recall text holds (``""`` when nothing was recalled).
+
+    Counted by the entry separator, not by a label: entries are dated and written in their
+    own language (``[memory 2026-01-01] …`` / ``[记忆 2026-01-01] …``, SPEC §5.4 v3).
+    """
+    return len(text.split(separator)) if text else 0
+
+
 def store_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -100,6 +109,7 @@ def measure(base: Path, nodes: int, repeat: int) -> None:
               f"{'entry':>8}{'kw/focus':>10}{'both/focus':>11}{'entry/focus':>12}"
               f"{'seeds':>7}{'results f/k':>13}")
         ratios: list[float] = []
+        sep = config.templates.entry_separator
         for label, words in QUERIES:
             for depth in (2, 4):
                 # warm up (caches, the stats) and count what comes back
@@ -123,7 +133,7 @@ def measure(base: Path, nodes: int, repeat: int) -> None:
                       f"{med['both']:>9.1f}{med['entry']:>8.1f}{ratio:>10.2f}"
                       f"{med['both'] / med['focus']:>11.2f}"
                       f"{med['entry'] / med['focus']:>12.2f}{len(seeds):>7}"
-                      f"{focus_text.count('[记忆]'):>7}/{kw_text.count('[记忆]'):<5}")
+                      f"{entries(focus_text, sep):>7}/{entries(kw_text, sep):<5}")
                 label = ""
         print(f"  keywords/focus median ratio over the queries: {statistics.median(ratios):.2f}"
               f" (max {max(ratios):.2f}); times are medians in ms of {repeat} runs")

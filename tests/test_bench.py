@@ -313,3 +313,21 @@ def test_the_sqlite_peer_answers_both_from_the_library_s_keyword_seeds(tmp_path:
             assert asked >= 3
         finally:
             peer.close()
+
+
+def test_keyword_entry_cost_counts_the_dated_entries_it_recalls(tmp_path: Path) -> None:
+    """benchmarks/keyword_entry_cost.py at a tiny size: its "results f/k" column counts the
+    entries that came back (entries are dated, ``[memory 2026-01-01] …``), so a frequent word
+    finds some by both entries; it read 0/0 for every query when it looked for ``[记忆]``."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/keyword_entry_cost.py", "--sizes", "300", "--repeat", "1",
+         "--dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if re.search(r"\d+/\d+\s*$", line)]
+    assert len(rows) == 12, done.stdout  # 6 queries × depth 2 and 4
+    results = [tuple(int(n) for n in row.split()[-1].split("/")) for row in rows]
+    assert all(f > 0 and k > 0 for f, k in results[2:]), done.stdout  # a frequent word
+    assert results[0][1] == results[1][1] == 0, done.stdout  # no note 4242 among 300 nodes
