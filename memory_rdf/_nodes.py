@@ -138,10 +138,11 @@ class NodeStore:
         """The ids that match one of ``keywords`` (SPEC §5.4 v3 rule 4,
         :class:`~memory_rdf._text.KeywordRule`): a Latin-script keyword by the stems of the
         words of the node's content or of one of its keywords, a Han one as a
-        case-insensitive substring. Only Han keywords: the store answers alone."""
+        case-insensitive substring. Only Han keywords: the store answers alone (a Han rule's
+        needles are its text and that text's full-width form)."""
         rules = keyword_rules(keywords)
         if all(r.han for r in rules):
-            needles = [lit(r.text) for r in rules]
+            needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
             out: set[str] = set()
             for part in chunks(ids):
                 query = render(

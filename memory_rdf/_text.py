@@ -496,10 +496,25 @@ class KeywordRule:
     needles: tuple[str, ...]
 
     def matches(self, text: str) -> bool:
-        """Whether ``text`` (a node's content or one of its keywords) matches."""
+        """Whether ``text`` (a node's content or one of its keywords) matches: normalized
+        (:func:`normalize`, NFKC) and lower-cased as the keyword is, so "ＳＱＬ" matches "SQL"
+        either way round."""
         if self.han or not self.stems:
-            return self.text in text.lower()
+            return self.text in normalize(text).lower()
         return self.stems <= word_stems(text)
+
+
+#: ASCII "!" … "~" → their full-width forms (U+FF01 … U+FF5E), which NFKC maps back.
+_FULL_WIDTH = str.maketrans({chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)})
+
+
+def _with_full_width(needles: tuple[str, ...]) -> tuple[str, ...]:
+    """``needles`` and their full-width forms: a store compares raw (lower-cased) texts, so a
+    text written in full-width letters ("ＳＱＬ", which a keyword and the matching compare
+    normalized, as "sql") holds only the full-width needle. A text mixing both widths inside
+    one needle, or holding other compatibility characters (ligatures, circled digits), is not
+    found by the store's prefilter."""
+    return tuple(dict.fromkeys(f for n in needles for f in (n, n.translate(_FULL_WIDTH))))
 
 
 def is_stop_keyword(keyword: str) -> bool:
@@ -527,7 +542,7 @@ def keyword_rule(keyword: str) -> KeywordRule:
     """The :class:`KeywordRule` of one keyword (cached)."""
     low = normalize(keyword).lower().strip()
     if _HAN_RE.search(low):
-        return KeywordRule(low, True, frozenset(), (low,))
+        return KeywordRule(low, True, frozenset(), _with_full_width((low,)))
     words = [m.group(2) for m in _SCAN_RE.finditer(low) if m.group(2) is not None]
     content = [w for w in words if _latin(w) is not None] or words
     stems: set[str] = set()
@@ -539,8 +554,8 @@ def keyword_rule(keyword: str) -> KeywordRule:
         if len(roots[0]) >= len(needles[0]) or needles == (low,):
             needles = roots
     if not stems:
-        return KeywordRule(low, False, frozenset(), (low,))
-    return KeywordRule(low, False, frozenset(stems), needles)
+        return KeywordRule(low, False, frozenset(), _with_full_width((low,)))
+    return KeywordRule(low, False, frozenset(stems), _with_full_width(needles))
 
 
 def keyword_rules(keywords: Iterable[str]) -> list[KeywordRule]:

@@ -381,3 +381,22 @@ def test_frequent_dfs_are_cached_and_new_nodes_still_found(
 def test_default_config_has_the_keyword_index() -> None:
     cfg = Config()
     assert cfg.keyword_index is True and cfg.max_entry_nodes == 10
+
+
+@pytest.mark.parametrize("entry", ["keywords", "both"])
+def test_full_width_and_ascii_letters_match_each_other(make_manager, entry: str) -> None:
+    """A keyword and a text are compared NFKC-normalized and lower-cased, whichever of them
+    is written in full-width letters (SPEC §5.4 v3 rule 4, §5.5): "SQL" finds a memory that
+    says "ＳＱＬ", "ＳＱＬ" one that says "SQL", and a Chinese keyword too. The store's
+    prefilter compared the raw text, so a full-width text matched nothing."""
+    mem = make_manager()
+    ascii_en, wide_en = "orders live in SQL tables", "invoices live in ＳＱＬ tables"
+    ascii_zh, wide_zh = "修复了登录页API的超时", "重写了支付页ＡＰＩ的重试"
+    remember(mem, ascii_en, wide_en, ascii_zh, wide_zh, *FILLERS[:6])
+    for word in ("SQL", "ＳＱＬ", "sql", "ｓｑｌ"):
+        got = mem.recall([word], depth=0, entry=entry)
+        assert ascii_en in got and wide_en in got, (word, got)
+    assert wide_zh in mem.recall(["支付页API"], depth=0, entry=entry)
+    assert ascii_zh in mem.recall(["登录页ＡＰＩ"], depth=0, entry=entry)
+    assert {m["content"] for m in mem.memories(keywords=["ｓｑｌ"])} == {ascii_en, wide_en}
+    assert {m["content"] for m in mem.memories(keywords=["支付页api"])} == {wide_zh}
