@@ -218,10 +218,6 @@ class _Chunk:
         inserts: list[str] = []
         if self.rewrites:
             self._rewrite_ops(store, batch, deletes, inserts)
-        for key, old in self.stored_links.items():
-            lref = self.ref(key)
-            deletes.append(triple(lref, V.STRENGTH, lit(old)))
-            inserts.append(triple(lref, V.STRENGTH, lit(self.links[key])))
         for nid, (scans, skey) in self.stored_scans.items():
             ref, node = self.node_ref(nid), self.nodes[nid]
             deletes += [triple(ref, V.SCAN_COUNT, lit(scans)), triple(ref, V.SCAN_ORDER, lit(skey))]
@@ -234,6 +230,8 @@ class _Chunk:
         # scan state is not written: it went with forget_nodes above).
         batch.delete(deletes, index_neutral=True)
         batch.insert(inserts, index_neutral=True)
+        batch.replace_strengths((self.ref(key), lit(old), lit(self.links[key]))
+                                for key, old in self.stored_links.items())
         store.commit(batch)
         self.stored_links.clear()
         self.stored_scans.clear()

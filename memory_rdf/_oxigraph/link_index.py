@@ -35,7 +35,7 @@ from urllib.parse import quote, unquote
 import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
-from memory_rdf._oxigraph.batch import EMBEDDED_GRAPHS, WriteBatch
+from memory_rdf._oxigraph.batch import EMBEDDED_GRAPHS, STRENGTHS, WriteBatch
 from memory_rdf._oxigraph.render import _terms, render
 from memory_rdf._oxigraph.terms import link_ends
 
@@ -218,6 +218,9 @@ class Plan:
     strengths: dict[str, list[tuple[bool, str]]] = field(default_factory=dict)
     #: nodes whose liveness the batch may change (a scanCount written or deleted)
     liveness: set[str] = field(default_factory=set)
+    #: strengths written by index-neutral operations (a compression commit's), read in C:
+    #: (source id, target id) → ([deleted literals], [inserted literals])
+    neutral: dict[tuple[str, str], tuple[list[str], list[str]]] = field(default_factory=dict)
 
 
 def plan(batch: WriteBatch) -> Plan:
@@ -243,6 +246,10 @@ def plan(batch: WriteBatch) -> Plan:
         if graph is not None:  # the journal, the metadata, the vectors: not in the mirror
             continue
         inserting = verb == "INSERT DATA"
+        if neutral == STRENGTHS:  # read from batch.strengths below
+            continue
+        if neutral and _neutral(out, verb, body):
+            continue
         kept: list[str] = []
         for line in body.split("\n"):
             parts = line.split(" ", 2)
@@ -264,7 +271,65 @@ def plan(batch: WriteBatch) -> Plan:
                 raise Unfollowable(f"a triple not written by the library: {line[:80]!r}")
         if kept:
             out.text.append(f"{verb} {{\n" + "\n".join(kept) + "\n}")
+    for link, old, new in batch.strengths:
+        source, sep, target = link[len(_LINK_SUBJECT):-1].partition("--")
+        if (not link.startswith(_LINK_SUBJECT) or not link.endswith(">") or not sep
+                or not source or not target or "--" in target):
+            raise Unfollowable(f"the link {link} is not named by its ends")
+        deleted, inserted = out.neutral.setdefault((source, target), ([], []))
+        deleted.append(old)
+        inserted.append(new)
     return out
+
+
+_LINK_SUBJECT = "<" + V.LINK
+
+
+def _neutral(out: Plan, verb: str, body: str) -> bool:
+    """Read an index-neutral operation (its writer vouches: no link source, target or
+    relation, no liveness change) without the checks of :func:`plan` (a compression commit
+    holds ~10,000 lines): its KEPT lines, and its strengths by link ends. False (read it as
+    any other) when a line is not ``s p o .`` or a strength not of a link named by its ends."""
+    at = 0 if verb == "DELETE DATA" else 1
+    kept: list[str] = []
+    neutral = out.neutral
+    for line in body.split("\n"):
+        parts = line.split(" ", 2)
+        if len(parts) < 3:
+            return False
+        predicate = parts[1]
+        if predicate in _KEPT_TOKENS:
+            kept.append(line)
+        elif predicate == V.STRENGTH:
+            subject = parts[0]
+            source, sep, target = subject[len(_LINK_SUBJECT):-1].partition("--")
+            rest = parts[2]
+            if (not subject.startswith(_LINK_SUBJECT) or not sep or not source or not target
+                    or "--" in target or not rest.endswith(" .")):
+                return False
+            neutral.setdefault((source, target), ([], []))[at].append(rest[:-2])
+    if kept:
+        out.text.append(f"{verb} {{\n" + "\n".join(kept) + "\n}")
+    return True
+
+
+def _neutral_update(todo: Plan) -> str | None:
+    """The mirror update of the neutral strengths that replace one value by another (the
+    link's quad deleted and inserted with the new strength, in whatever graph it is); the
+    others are left in ``todo.strengths`` for :func:`_restrengthen`."""
+    rows: list[str] = []
+    for (a, b), (deleted, inserted) in todo.neutral.items():
+        if len(deleted) == 1 and len(inserted) == 1:
+            rows.append(f"(<{V.NODE}{a}> <{V.NODE}{b}> {deleted[0]} {inserted[0]})")
+        else:
+            writes = [(False, d) for d in deleted] + [(True, i) for i in inserted]
+            todo.strengths.setdefault(f"<{V.LINK}{a}--{b}>", []).extend(writes)
+    todo.neutral = {}
+    if not rows:
+        return None
+    return ("DELETE { GRAPH ?g { ?a ?b ?old } } INSERT { GRAPH ?g { ?a ?b ?new } } WHERE {\n"
+            "VALUES (?a ?b ?old ?new) {\n" + "\n".join(rows) + "\n}\n"
+            "GRAPH ?g { ?a ?b ?old } }")
 
 
 def _ends(link: str) -> tuple[ox.NamedNode, ox.NamedNode]:
@@ -356,13 +421,31 @@ def _regraph(mirror: ox.Store, node: str) -> None:
         mirror.add(ox.Quad(q.subject, q.predicate, q.object, link_graph(alive, where[1])))
 
 
-def apply_plan(mirror: ox.Store, todo: Plan, disk: Callable[[], ox.Store]) -> None:
+def apply_plan(mirror: ox.Store, todo: Plan, disk: Callable[[], ox.Store],
+               live: bool = True) -> None:
     """Follow a committed batch on the mirror: its KEPT lines and templates as an update, then
     its links — deleted with the forgotten nodes and by template, strengths rewritten in
     place, any other change read back from ``disk()`` (the disk store, holding the commit:
-    called only then) — then the links into nodes whose liveness changed moved."""
-    if todo.text:
-        mirror.update(" ;\n".join(todo.text), prefixes=V.PREFIXES)
+    called only then) — then the links into nodes whose liveness changed moved.
+
+    ``live``: the mirror is exactly the disk store before the commit (not a copy catching up
+    on commits queued during its build): a compression commit's strength replacements are
+    then one update in the engine (``DELETE``/``INSERT`` of each link's quad where it holds
+    the old strength); while catching up, each is checked against the mirror (a link read
+    back from disk already holds later strengths) and read back again if it differs."""
+    parts = list(todo.text)
+    if todo.neutral:
+        if live:
+            update = _neutral_update(todo)
+            if update is not None:
+                parts.append(update)
+        else:
+            for (from_id, to_id), (old, new) in todo.neutral.items():
+                todo.strengths.setdefault(f"<{V.LINK}{from_id}--{to_id}>", []).extend(
+                    [(False, d) for d in old] + [(True, i) for i in new])
+            todo.neutral = {}
+    if parts:
+        mirror.update(" ;\n".join(parts), prefixes=V.PREFIXES)
     forgotten = set()
     for node in todo.forgotten:
         forgotten.add(node)

@@ -317,7 +317,7 @@ class _Mirror:
                     raise _Cancelled
                 if batch is None:
                     raise Unfollowable("an update without its batch")
-                apply_plan(mirror, plan(batch), self._disk)
+                apply_plan(mirror, plan(batch), self._disk, live=False)
 
     def _disk(self) -> ox.Store:
         """The owner's disk store, as it is (never opened again if parked: a build of the
