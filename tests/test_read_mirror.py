@@ -139,8 +139,8 @@ def test_answers_before_and_after_the_mirror_is_built_agree(
 def test_the_automatic_choice(data_dir: Path, model: ScriptedModel,
                               monkeypatch: pytest.MonkeyPatch) -> None:
     assert Config().read_mirror is None
-    assert mirror_fits(100_000, 16 * 2**30)  # 3.2 GB of 16 GB free: yes
-    assert not mirror_fits(1_000_000, 16 * 2**30)  # 32 GB: no
+    assert mirror_fits(100_000, 16 * 2**30)  # 1.3 GB, a quarter of 16 GB free: yes
+    assert not mirror_fits(1_000_000, 16 * 2**30)  # 13 GB: no
     assert mirror_fits(10_000, None) and not mirror_fits(100_000, None)  # 1 GiB fallback
     with MemoryManager("auto", data_dir=data_dir, config=FAST, model=model) as mem:
         build(mem, model)
@@ -385,7 +385,7 @@ def test_a_compression_commit_reads_nothing_for_the_link_index(
             assert not todo.structural
             assert todo.liveness == set(todo.forgotten), todo.liveness
         assert any(todo.forgotten for todo in plans)
-        assert any(todo.neutral for todo in plans)  # batch.strengths: read as data
+        assert any(todo.replaced for todo in plans)  # batch.strengths: read as data
         assert_in_step(mem)
 
 

@@ -218,9 +218,11 @@ class Plan:
     strengths: dict[str, list[tuple[bool, str]]] = field(default_factory=dict)
     #: nodes whose liveness the batch may change (a scanCount written or deleted)
     liveness: set[str] = field(default_factory=set)
-    #: strengths written by index-neutral operations (a compression commit's), read in C:
+    #: strengths written by index-neutral operations, by link ends:
     #: (source id, target id) → ([deleted literals], [inserted literals])
     neutral: dict[tuple[str, str], tuple[list[str], list[str]]] = field(default_factory=dict)
+    #: the batch's strength replacements given as data (``WriteBatch.strengths``)
+    replaced: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def plan(batch: WriteBatch) -> Plan:
@@ -271,15 +273,40 @@ def plan(batch: WriteBatch) -> Plan:
                 raise Unfollowable(f"a triple not written by the library: {line[:80]!r}")
         if kept:
             out.text.append(f"{verb} {{\n" + "\n".join(kept) + "\n}")
-    for link, old, new in batch.strengths:
+    out.replaced = batch.strengths
+    return out
+
+
+def _by_ends(todo: Plan) -> None:
+    """Move ``todo.replaced`` into ``todo.neutral`` (by link ends)."""
+    for link, old, new in todo.replaced:
         source, sep, target = link[len(_LINK_SUBJECT):-1].partition("--")
         if (not link.startswith(_LINK_SUBJECT) or not link.endswith(">") or not sep
                 or not source or not target or "--" in target):
             raise Unfollowable(f"the link {link} is not named by its ends")
-        deleted, inserted = out.neutral.setdefault((source, target), ([], []))
+        deleted, inserted = todo.neutral.setdefault((source, target), ([], []))
         deleted.append(old)
         inserted.append(new)
-    return out
+    todo.replaced = []
+
+
+def _replaced_rows(todo: Plan) -> list[str] | None:
+    """The VALUES rows of ``todo.replaced`` spliced from the link terms with string
+    operations (a compression commit's ~1,200: each link once, named by its ends), or None
+    when they are not all of that form (then read by :func:`_by_ends`)."""
+    replaced = todo.replaced
+    if todo.neutral or len({link for link, _, _ in replaced}) != len(replaced):
+        return None
+    node = "<" + V.NODE
+    rows: list[str] = []
+    for link, old, new in replaced:
+        if (not link.startswith(_LINK_SUBJECT) or link.count("--") != 1 or "/--" in link
+                or "-->" in link or not link.endswith(">") or " " in link):
+            return None
+        ends = link.replace(_LINK_SUBJECT, node, 1).replace("--", "> " + node, 1)
+        rows.append(f"({ends} {old} {new})")
+    todo.replaced = []
+    return rows
 
 
 _LINK_SUBJECT = "<" + V.LINK
@@ -317,7 +344,10 @@ def _neutral_update(todo: Plan) -> str | None:
     """The mirror update of the neutral strengths that replace one value by another (the
     link's quad deleted and inserted with the new strength, in whatever graph it is); the
     others are left in ``todo.strengths`` for :func:`_restrengthen`."""
-    rows: list[str] = []
+    rows = _replaced_rows(todo) if todo.replaced else None
+    if rows is None:
+        rows = []
+        _by_ends(todo)
     for (a, b), (deleted, inserted) in todo.neutral.items():
         if len(deleted) == 1 and len(inserted) == 1:
             rows.append(f"(<{V.NODE}{a}> <{V.NODE}{b}> {deleted[0]} {inserted[0]})")
@@ -434,12 +464,13 @@ def apply_plan(mirror: ox.Store, todo: Plan, disk: Callable[[], ox.Store],
     the old strength); while catching up, each is checked against the mirror (a link read
     back from disk already holds later strengths) and read back again if it differs."""
     parts = list(todo.text)
-    if todo.neutral:
+    if todo.neutral or todo.replaced:
         if live:
             update = _neutral_update(todo)
             if update is not None:
                 parts.append(update)
         else:
+            _by_ends(todo)
             for (from_id, to_id), (old, new) in todo.neutral.items():
                 todo.strengths.setdefault(f"<{V.LINK}{from_id}--{to_id}>", []).extend(
                     [(False, d) for d in old] + [(True, i) for i in new])
