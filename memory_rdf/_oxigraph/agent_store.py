@@ -41,8 +41,8 @@ from memory_rdf._oxigraph.directories import (
 from memory_rdf._oxigraph.errors import _room_to_reopen, _storage_errors, disk_refused
 from memory_rdf._oxigraph.holds import Reading, StoreUsers, _clear_frames
 from memory_rdf._oxigraph.interface import MemoryStore, Row, UserResult
-from memory_rdf._oxigraph.link_index import MIRRORED_TEMPLATES
-from memory_rdf._oxigraph.mirror import _Mirror
+from memory_rdf._oxigraph.link_index import mirrored_query
+from memory_rdf._oxigraph.mirror import DiskAfter, _Mirror
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET
 from memory_rdf._oxigraph.open_files import OPEN_STORES
 from memory_rdf._oxigraph.owner import StoreOwner, _Turn, parallel_writes
@@ -180,16 +180,10 @@ class AgentStore(MemoryStore):
         return mirror is not None and mirror.wait(timeout)
 
     def _reads(self, query: str) -> ox.Store:
-        """The store that answers ``query``: the mirror when it is ready and the query is a
-        shipped template written against its layout (:data:`MIRRORED_TEMPLATES`, named by the
-        template's first comment line), else the disk store (which holds all of SPEC §2)."""
-        mirror = self._mirror
-        store = self.store
-        if mirror is not None and query.startswith("# "):
-            copy = mirror.store
-            if copy is not None and query[2:query.find(" ", 2)] in MIRRORED_TEMPLATES:
-                return copy
-        return store
+        """The mirror for a query written against its layout (:func:`mirrored_query`); disk else."""
+        store, mirror = self.store, self._mirror  # self.store first: it counts as a use
+        copy = None if mirror is None else mirror.store
+        return copy if copy is not None and mirrored_query(query) else store
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -609,17 +603,13 @@ class AgentStore(MemoryStore):
 
     def _disk_now(self) -> ox.Store:
         """The open disk store, in the owner's turn (a commit's)."""
-        store = self._store
-        if store is None:
+        if (store := self._store) is None:
             raise StoreError(f"the memory store {self.path} is closed")
         return store
 
     def _disk_update(self, text: str) -> None:
         """The update applied to the disk store: by the owner, or in its turn."""
-        store = self._store
-        if store is None:
-            raise StoreError(f"the memory store {self.path} is closed")
-        store.update(text, prefixes=V.PREFIXES)
+        self._disk_now().update(text, prefixes=V.PREFIXES)
 
     def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None,
                         turn: _Turn) -> None:
@@ -654,29 +644,17 @@ class AgentStore(MemoryStore):
         failed write in between, as it sees any write before this call returns."""
         answer = turn.start(partial(self._disk_update, text))
         self.commits_at_once += 1
-        landed: list[BaseException | None] = []
-
-        def disk_after() -> ox.Store:
-            # The few links the mirror reads back (none in a compression commit): once
-            # the disk store has the write.
-            if not landed:
-                landed.append(answer.get())
-            if landed[0] is not None:
-                raise StoreError(f"the memory store {self.path} refused the write")
-            return self._disk_now()
-
+        landed = DiskAfter(answer, self._disk_now)  # what the mirror reads back, once in
         try:
-            mirror.apply(text, batch, disk_after)
+            mirror.apply(text, batch, landed)
         except BaseException:  # interrupted: whether the copy has the write is unknown
-            if not landed:
-                landed.append(answer.get())
+            landed.outcome()
             if self._mirror is mirror:
                 mirror.interrupted()
             raise
         try:
             with _storage_errors(f"cannot write the memory store {self.path}"):
-                failed = landed[0] if landed else answer.get()
-                if failed is not None:
+                if (failed := landed.outcome()) is not None:
                     raise failed
         except StoreError as exc:
             self._refused(exc)

@@ -69,6 +69,12 @@ _SCAN_COUNT = ox.NamedNode(V.MEMORY + "scanCount")
 _DEFAULT = ox.DefaultGraph()
 
 
+def mirrored_query(query: str) -> bool:
+    """Whether ``query`` is a shipped template the mirror answers (named by its first comment
+    line, ``# name — …``)."""
+    return query.startswith("# ") and query[2:query.find(" ", 2)] in MIRRORED_TEMPLATES
+
+
 class Unfollowable(Exception):
     """The mirror cannot follow the store (a link not named by its ends, or an update it does
     not know): it is built again, or given up."""

@@ -8,7 +8,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
@@ -73,6 +73,28 @@ def _nodes_estimate(disk: ox.Store) -> int:
 
 class _Cancelled(Exception):
     pass
+
+
+class DiskAfter:
+    """The disk store once a write the owner runs beside the mirror's update has landed
+    (``AgentStore._commit_at_once``): called by the update for the links it reads back (none
+    in a compression commit); :meth:`outcome` is the write's error or None, taken once."""
+
+    def __init__(self, answer: queue.SimpleQueue[Any], disk: Callable[[], ox.Store]) -> None:
+        self._answer = answer
+        self._disk = disk
+        self._got: list[BaseException | None] = []
+
+    def outcome(self) -> BaseException | None:
+        if not self._got:
+            self._got.append(self._answer.get())
+        return self._got[0]
+
+    def __call__(self) -> ox.Store:
+        failed = self.outcome()
+        if failed is not None:
+            raise failed
+        return self._disk()
 
 
 def _release_freed_memory() -> None:
