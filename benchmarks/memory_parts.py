@@ -13,13 +13,14 @@ On a store of the benchmark suite's workload (``generate(..., decay=120, forgott
   column family under 512 MB keeps all its data in its base level, uncompressed; the bulk
   loader's files are LZ4 until their first compaction.
 * **mirror**: the RSS an in-memory ``pyoxigraph.Store`` takes for sets of quads (loaded from an
-  N-Quads file in a process that holds nothing else): today's mirror (every quad + the link
-  index), the quads recall and compression read, the walk's alone, one quad per link (with
-  and without the texts recall matches and renders);
-* **latency** (``--latency N``): what the pieces recall reads cost on each layout, N random
-  frontiers of 10 / 100 / 500 nodes: a walk level on today's link index and on one quad per
-  link (the same rows, checked), matching_texts.rq and node_entries.rq on the mirror and on
-  the disk store.
+  N-Quads file in a process that holds nothing else): every quad (the mirror before issue 38),
+  the read mirror as a build makes it (``link_index.derive``: one quad per link, the texts,
+  scan state, focus and pins), and it without the scan state or the texts; and the time the
+  build takes;
+* **latency** (``--latency N``): what the pieces recall reads cost, N random frontiers of 10 /
+  100 / 500 nodes: a walk level on the read mirror (one quad per link) and on the disk store
+  (the same rows, checked), matching_texts.rq and node_entries.rq on the mirror and on the
+  disk store.
 
     python benchmarks/memory_parts.py [--nodes 10000] [--dir /tmp/parts] [--skip disk|mirror]
         [--latency 30]
@@ -50,7 +51,7 @@ import pyoxigraph as ox  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
 from memory_rdf._oxigraph import lit  # noqa: E402
-from memory_rdf._oxigraph.link_index import build_index  # noqa: E402
+from memory_rdf._oxigraph.link_index import derive  # noqa: E402
 from memory_rdf._oxigraph.render import render  # noqa: E402
 from memory_rdf._oxigraph.terms import Term  # noqa: E402
 
@@ -189,52 +190,36 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
     """The RSS table; with ``latency`` > 0, then the latency table (that many frontiers a
     size)."""
     reader = ox.Store.read_only(str(store_dir))
-    mirror = ox.Store()
-    mirror.load(reader.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
+    quads = list(reader)
+    start = time.perf_counter()
+    lean = derive(reader)  # the read mirror as a build makes it (issue 38)
+    built = time.perf_counter() - start
     del reader
-    build_index(mirror)
-    quads = list(mirror)
+    lean_quads = list(lean)
     if not latency:
-        del mirror
+        del lean
     m = V.MEMORY
 
     def predicate(q: ox.Quad) -> str:
         return q.predicate.value
 
-    def indexed(q: ox.Quad) -> bool:
+    def linked(q: ox.Quad) -> bool:
         return not isinstance(q.graph_name, ox.DefaultGraph) and q.graph_name.value.startswith(
-            GRAPHS + "mirror")
+            V.MIRROR_LINKS)
 
-    node_scalars = {m + p for p in ("content", "phrase", "keyword", "createdAt", "saidAt",
-                                    "scanCount", "scanOrder", "originalLength", "member",
-                                    "focusOrder", "pinned")}
-    walk = {m + p for p in ("strength", "scanCount", "member", "focusOrder", "pinned")}
     texts = {m + p for p in ("content", "phrase", "keyword", "createdAt", "saidAt")}
     scan = {m + "scanOrder", m + "originalLength"}
-    strength = {q.subject: q.object for q in quads if predicate(q) == m + "strength"}
-    one_per_link = []
-    for q in quads:
-        if indexed(q):
-            tid, _, relation = q.object.value.partition(" ")
-            live = "out/" if q.graph_name.value.endswith("out") else "lost/"
-            one_per_link.append(ox.Quad(q.subject, ox.NamedNode(V.NODE + tid),
-                                        strength[q.predicate],
-                                        ox.NamedNode(GRAPHS + live + (relation or "-"))))
     sets: dict[str, list[ox.Quad]] = {
-        "today: every quad + the link index": quads,
-        "what recall and compression read (link index, strength, source, target, node scalars, "
-        "focus)": [q for q in quads if indexed(q) or predicate(q) in node_scalars
-                   or predicate(q) in (m + "strength", m + "source", m + "target")],
-        "the walk's (link index, strength, scanCount, focus)": [
-            q for q in quads if indexed(q) or predicate(q) in walk],
-        "one quad per link (source, target, strength; graph: liveness + relation), scanCount, "
-        "focus": one_per_link + [q for q in quads if predicate(q) in walk - {m + "strength"}],
-        "one quad per link, scanCount, focus, texts (content, phrase, keyword, createdAt, "
-        "saidAt)": one_per_link + [q for q in quads if predicate(q) in (walk | texts)
-                                   - {m + "strength"}],
-        "the same + scanOrder, originalLength (compression's scan state)": one_per_link + [
-            q for q in quads if predicate(q) in (walk | texts | scan) - {m + "strength"}],
+        "every quad (the mirror before issue 38, without its link index)": quads,
+        "the read mirror (issue 38): one quad per link, texts, scan state, focus, pins":
+            lean_quads,
+        "the same without scanOrder, originalLength (compression's scan state)": [
+            q for q in lean_quads if predicate(q) not in scan],
+        "one quad per link, scanCount, focus, pins (no texts)": [
+            q for q in lean_quads if linked(q) or predicate(q) not in texts | scan],
     }
+    say(f"read mirror built from the store in {built:.1f} s (derive(), one thread)")
+    say("")
     say("| mirror holding | quads/node | RSS B/node | B/quad |")
     say("|---|---|---|---|")
     for name, chosen in sets.items():
@@ -248,32 +233,21 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
         say(f"| {name} | {got['quads'] / nodes:.1f} | {got['rss'] / nodes:,.0f} | "
             f"{got['rss'] / max(1, got['quads']):.0f} |")
     if latency:
-        one = ox.Store()
-        one.extend(one_per_link)
         live = [q.subject for q in quads if predicate(q) == m + "scanCount"]
-        del quads, sets, one_per_link
+        del quads, sets, lean_quads
         say("")
-        latency_table(store_dir, mirror, one, live, latency, say)
+        latency_table(store_dir, lean, live, latency, say)
 
 
-#: One level of the walk over the one-quad-per-link layout (the question mirror_outgoing.rq
-#: asks of today's link index: live links out of the frontier, to live and forgotten nodes).
-ONE_QUAD_LEVEL = """SELECT ?source ?target ?strength ?g WHERE {
-  VALUES ?source { %s }
-  GRAPH ?g { ?source ?target ?strength }
-  FILTER(?strength >= 0.01)
-}"""
-
-
-def latency_table(store_dir: Path, mirror: ox.Store, one: ox.Store, live: Sequence[ox.NamedNode],
+def latency_table(store_dir: Path, mirror: ox.Store, live: Sequence[ox.NamedNode],
                   repeat: int, say: Callable[[str], None]) -> None:
     """p50 ms of the pieces recall reads, for random frontiers of 10 / 100 / 500 live nodes:
-    a walk level on today's mirror (mirror_outgoing.rq) and on one quad per link (the same
-    rows), matching_texts.rq (keyword "login") and node_entries.rq (20 nodes) on today's
-    mirror and on the disk store."""
+    a walk level on the read mirror (mirror_outgoing.rq, one quad per link) and on the disk
+    store (outgoing_links.rq: the same rows, checked), matching_texts.rq (keyword "login")
+    and node_entries.rq (20 nodes) on the mirror and on the disk store."""
     disk = ox.Store.read_only(str(store_dir))
     rnd = random.Random(3)
-    say("| frontier | level rows | level, today's mirror | level, one quad per link | "
+    say("| frontier | level rows | level, mirror | level, disk | "
         "matching_texts mirror | matching_texts disk | node_entries mirror | node_entries disk |")
     say("|---|---|---|---|---|---|---|---|")
     for size in (10, 100, 500):
@@ -283,11 +257,12 @@ def latency_table(store_dir: Path, mirror: ox.Store, one: ox.Store, live: Sequen
             frontier = rnd.sample(list(live), min(size, len(live)))
             terms = [Term(str(n)) for n in frontier]
             level = render("mirror_outgoing", sources=terms, threshold=lit(0.01))
+            on_disk = render("outgoing_links", sources=terms, threshold=lit(0.01),
+                             relations=None)
             texts = render("matching_texts", nodes=terms, keywords=[lit("login")])
             entries = render("node_entries", nodes=terms[:20])
             for key, store, query in (
-                ("level", mirror, level),
-                ("one", one, ONE_QUAD_LEVEL % " ".join(str(n) for n in frontier)),
+                ("level", mirror, level), ("level disk", disk, on_disk),
                 ("texts mirror", mirror, texts), ("texts disk", disk, texts),
                 ("entries mirror", mirror, entries), ("entries disk", disk, entries),
             ):
@@ -297,12 +272,13 @@ def latency_table(store_dir: Path, mirror: ox.Store, one: ox.Store, live: Sequen
                 if key == "level":
                     rows += len(got)
                     level_rows = len(got)
-                elif key == "one" and len(got) != level_rows:
-                    raise AssertionError(f"one quad per link: {len(got)} rows, the link "
-                                         f"index {level_rows}")
+                elif key == "level disk" and len(got) != level_rows:
+                    raise AssertionError(f"the mirror's level: {level_rows} rows, the disk "
+                                         f"store's {len(got)}")
         say(f"| {size} | {rows / repeat:,.0f} | " + " | ".join(
             f"{statistics.median(times[k]):.2f}" for k in (
-                "level", "one", "texts mirror", "texts disk", "entries mirror", "entries disk"))
+                "level", "level disk", "texts mirror", "texts disk", "entries mirror",
+                "entries disk"))
             + " |")
 
 

@@ -33,6 +33,7 @@ from memory_rdf._oxigraph import (
     WriteBatch,
     iri_ref,
     link_ends,
+    link_iri,
     link_ref,
     lit,
     node_id,
@@ -154,7 +155,7 @@ class _Chunk:
             chunk.nodes[node_id(iri)] = _Node(content, int(original), int(scans), int(key))
         wanted = set(ids)
         odd: dict[str, float] = {}  # links whose IRI does not name their ends
-        for iri, ref, w in _link_rows(store, render("chunk_links", nodes=refs)):
+        for iri, ref, w in _link_rows(store, refs):
             ends = link_ends(iri)
             if ends is None or not (ends[0] in wanted or ends[1] in wanted):
                 odd.setdefault(iri, w)
@@ -222,10 +223,6 @@ class _Chunk:
         inserts: list[str] = []
         if self.rewrites:
             self._rewrite_ops(store, batch, deletes, inserts)
-        for key, old in self.stored_links.items():
-            lref = self.ref(key)
-            deletes.append(triple(lref, V.STRENGTH, lit(old)))
-            inserts.append(triple(lref, V.STRENGTH, lit(self.links[key])))
         for nid, (scans, skey) in self.stored_scans.items():
             ref, node = self.node_ref(nid), self.nodes[nid]
             deletes += [triple(ref, V.SCAN_COUNT, lit(scans)), triple(ref, V.SCAN_ORDER, lit(skey))]
@@ -238,6 +235,8 @@ class _Chunk:
         # scan state is not written: it went with forget_nodes above).
         batch.delete(deletes, index_neutral=True)
         batch.insert(inserts, index_neutral=True)
+        batch.replace_strengths((self.ref(key), lit(old), lit(self.links[key]))
+                                for key, old in self.stored_links.items())
         store.commit(batch)
         self.stored_links.clear()
         self.stored_scans.clear()
@@ -276,10 +275,26 @@ class _Chunk:
             inserts += [triple(ref, pred, lit(v)) for pred, v in new if (pred, v) not in was]
 
 
-def _link_rows(store: MemoryStore, query: str) -> list[tuple[str, Term | None, float]]:
-    """``chunk_links.rq``'s rows as (link IRI, its serialized term or None, strength): from
+def _link_rows(store: MemoryStore, refs: list[Term]) -> list[tuple[str, Term | None, float]]:
+    """The links touching the nodes ``refs`` as (link IRI, its serialized term or None,
+    strength): from the read mirror's link quads when it serves reads
+    (``mirror_chunk_links.rq``, one row per link kept), else ``chunk_links.rq``'s rows, from
     pyoxigraph terms when the store gives them (only the strength made a Python value; the
     term kept for the write, instead of a ``link_ref`` per link), else from :meth:`rows`."""
+    local = store.local
+    if local is not None and local.mirrored:
+        quads = local.mirror_rows(render("mirror_chunk_links", nodes=refs))
+        if quads is not None:
+            seen: dict[tuple[str, str, str], None] = {}
+            out: list[tuple[str, Term | None, float]] = []
+            for s, t, w in quads:
+                key = (s.value, t.value, w.value)
+                if key not in seen:
+                    seen[key] = None
+                    iri = link_iri(node_id(s.value), node_id(t.value))
+                    out.append((iri, Term(f"<{iri}>"), _strength(w)))
+            return out
+    query = render("chunk_links", nodes=refs)
     raw = store.term_rows(query)
     if raw is None:
         return [(iri, None, float(w)) for iri, w in store.rows(query)]

@@ -27,6 +27,7 @@ from memory_rdf._oxigraph import (
     render,
     triple,
 )
+from memory_rdf._oxigraph.link_index import graph_link
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,14 @@ def relation_terms(relations: Sequence[str] | None) -> list[Term] | None:
     return None if relations is None else [lit(r) for r in relations]
 
 
+def _graph(iri: str) -> tuple[bool, str | None]:
+    """``(dangling, relation)`` of a link quad's graph in the read mirror (None: unnamed)."""
+    found = graph_link(iri)
+    if found is None:  # the mirror holds no other named graph
+        raise ValueError(f"not a link graph of the read mirror: {iri}")
+    return found
+
+
 class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
@@ -94,30 +103,29 @@ class LinkStore:
         """Live links out of ``sources``, split by their target: ``source → [(target,
         strength, relation), …]`` of links to live nodes (a source without any: absent or []), and
         ``(source, strength, relation)`` of dangling ones; relation "" = unnamed. From the read
-        mirror's link index when the store has one (``mirror_outgoing.rq``: two lookups per
+        mirror's link quads when the store has one (``mirror_outgoing.rq``: one lookup per
         link), else from the SPEC §2 link resources (``outgoing_links.rq``); the same rows
         either way, in the engine's order."""
         live: dict[str, list[tuple[str, float, str]]] = {}
         dangling: list[tuple[str, float, str]] = []
-        indexed = self._indexed_rows(
-            "mirror_outgoing" if relations is None else "mirror_outgoing_related",
-            sources, relations,
-        )
+        indexed = self._indexed_rows("mirror_outgoing", sources)
         if indexed is not None:
             # A source's rows come together: its id and its list are looked up once for them
             # (a third of this loop at depth 4, benchmarks/PROFILE.md).
             previous: object = None
             source = ""
             links: list[tuple[str, float, str]] = []
-            for s, entry, w, lost in indexed:
+            for s, t, w, g in indexed:
+                lost, relation = _graph(g.value)
+                if relations is not None and (relation is None or relation not in relations):
+                    continue
                 if s != previous:
                     previous, source = s, node_id(s.value)
                     links = live.setdefault(source, [])
-                t, _, rel = entry.value.partition(" ")
-                if lost is None:
-                    links.append((t, float(w.value), rel))
+                if lost:
+                    dangling.append((source, float(w.value), relation or ""))
                 else:
-                    dangling.append((source, float(w.value), rel))
+                    links.append((node_id(t.value), float(w.value), relation or ""))
             return live, dangling
         for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
                                                        relations):
@@ -160,22 +168,18 @@ class LinkStore:
                 threshold=self._threshold, relations=rels,
             ))
 
-    def _indexed_rows(
-        self, name: str, sources: Sequence[str], relations: Sequence[str] | None
-    ) -> list[Sequence[Any]] | None:
-        """Rows (pyoxigraph terms) of the link-index query ``name`` (``mirror_*.rq``) for
-        ``sources``, a chunk at a time, over live links of the given relations; None when no
-        read mirror serves reads — not before, nor at any chunk (a mirror renewed meanwhile):
-        then ask the SPEC §2 layout for all of them."""
+    def _indexed_rows(self, name: str, sources: Sequence[str]) -> list[Sequence[Any]] | None:
+        """Rows (pyoxigraph terms) of the link-quad query ``name`` (``mirror_*.rq``) for
+        ``sources``, a chunk at a time, over live links; None when no read mirror serves
+        reads — not before, nor at any chunk (a mirror renewed meanwhile): then ask the SPEC
+        §2 layout for all of them."""
         local = self._store.local
         if local is None or not local.mirrored:  # an endpoint has no read mirror
             return None
-        rels = relation_terms(relations)
         out: list[Sequence[Any]] = []
         for part in chunks(sources):
             rows = local.mirror_rows(render(
-                name, sources=[node_ref(i) for i in part],
-                threshold=self._threshold, relations=rels,
+                name, sources=[node_ref(i) for i in part], threshold=self._threshold,
             ))
             if rows is None:
                 return None
@@ -187,17 +191,19 @@ class LinkStore:
     ) -> dict[str, list[str]]:
         """``source → relation names`` (strongest first, "" = unnamed) of live dangling links.
 
-        With a read mirror, two lookups per dangling link in its link index
-        (``mirror_lost.rq``). Without, two steps: the forgotten targets through the shortcut
-        triples (``dangling_targets.rq``), then strength and relation of just those links by
-        IRI (``dangling_link_details.rq``) — instead of reading every link resource of every
+        With a read mirror, one lookup per link in its link quads (``mirror_lost.rq``).
+        Without, two steps: the forgotten targets through the shortcut triples
+        (``dangling_targets.rq``), then strength and relation of just those links by IRI
+        (``dangling_link_details.rq``) — instead of reading every link resource of every
         source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py)."""
-        indexed = self._indexed_rows("mirror_lost", sources, relations)
+        indexed = self._indexed_rows("mirror_lost", sources)
         if indexed is not None:
-            return by_strength([
-                (node_id(s.value), float(w.value), entry.value.partition(" ")[2])
-                for s, entry, w in indexed
-            ])
+            found: list[tuple[str, float, str]] = []
+            for s, w, g in indexed:
+                _, relation = _graph(g.value)
+                if relations is None or (relation is not None and relation in relations):
+                    found.append((node_id(s.value), float(w.value), relation or ""))
+            return by_strength(found)
         pairs: dict[str, str] = {}  # link IRI → source id
         for part in chunks(sources):
             query = render("dangling_targets", sources=[node_ref(i) for i in part])
@@ -206,7 +212,7 @@ class LinkStore:
                 pairs[link_iri(source, target)] = source
         if not pairs:
             return {}
-        found: list[tuple[str, float, str]] = []
+        found = []
         for part in chunks(list(pairs)):
             query = render(
                 "dangling_link_details",

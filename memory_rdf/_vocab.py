@@ -67,11 +67,9 @@ EMBEDDING_DIMENSION = m("embeddingDimension")
 EMBEDDING_TEXT = m("embeddingText")
 FOCUS = f"<{FOCUS_LIST}>"
 
-#: The read mirror's link index (``_oxigraph.mirror._Mirror``,
-#: ``queries/mirror_index_all.ru``): two graphs that exist only in the in-memory mirror —
-#: never on disk, never in the user's SPARQL (which reads the default graph) — so they are
-#: not part of SPEC §2. One triple per link,
-#: ``node:a <link:a--b> "b 下文"``, in the first graph when the target is a live node, in the
-#: second when the link is dangling.
-MIRROR_OUT = "https://w3id.org/memory-rdf/graph/mirror-out"
-MIRROR_LOST = "https://w3id.org/memory-rdf/graph/mirror-lost"
+#: The read mirror's link graphs (``_oxigraph.link_index``): graphs that exist only in the
+#: in-memory mirror — never on disk, never in the user's SPARQL (which reads the disk store) —
+#: so they are not part of SPEC §2. One quad per link, ``node:a node:b strength``, in
+#: ``{MIRROR_LINKS}out[/{relation}]`` when the target is a live node, in
+#: ``{MIRROR_LINKS}lost[/{relation}]`` when the link is dangling.
+MIRROR_LINKS = "https://w3id.org/memory-rdf/graph/mirror/"

@@ -24,7 +24,7 @@ import pytest
 
 from memory_rdf import Config, MemoryManager, Processed, Templates
 from memory_rdf import _vocab as V
-from memory_rdf._oxigraph.link_index import build_index
+from memory_rdf._oxigraph.link_index import KEPT, derive
 
 
 @dataclass
@@ -176,27 +176,28 @@ def memory_rdf_command() -> str:
     return found
 
 
-#: The read mirror's link index: two internal graphs only the in-memory mirror holds.
-MIRROR_INDEX = (ox.NamedNode(V.MIRROR_OUT), ox.NamedNode(V.MIRROR_LOST))
-
-
 def quads(store: ox.Store) -> set[str]:
-    """Every quad of the store but the read mirror's link index."""
-    return {str(q) for q in store.quads_for_pattern(None, None, None, None)
-            if q.graph_name not in MIRROR_INDEX}
+    """The triples of the memory network (default graph) that the read mirror keeps as they are
+    (``link_index.KEPT``): on the mirror and on the disk store alike."""
+    return {str(q) for q in store.quads_for_pattern(None, None, None, ox.DefaultGraph())
+            if q.predicate.value in KEPT}
 
 
 def index(store: ox.Store) -> set[str]:
-    """The quads of the read mirror's link index in ``store``."""
-    return {str(q) for g in MIRROR_INDEX for q in store.quads_for_pattern(None, None, None, g)}
+    """The read mirror's link quads in ``store`` (its graphs under ``V.MIRROR_LINKS``)."""
+    return {str(q) for q in store.quads_for_pattern(None, None, None, None)
+            if isinstance(q.graph_name, ox.NamedNode)
+            and q.graph_name.value.startswith(V.MIRROR_LINKS)}
 
 
 def derived_index(disk: ox.Store) -> set[str]:
-    """The link index a mirror built from scratch out of ``disk`` holds."""
-    fresh = ox.Store()
-    fresh.load(disk.dump(format=ox.RdfFormat.N_QUADS), format=ox.RdfFormat.N_QUADS)
-    build_index(fresh)
-    return index(fresh)
+    """The link quads a mirror built from scratch out of ``disk`` holds."""
+    return index(derive(disk))
+
+
+def same_as_built(mirror: ox.Store, disk: ox.Store) -> bool:
+    """The mirror holds exactly what one built afresh from ``disk`` would, and nothing else."""
+    return {str(q) for q in mirror} == {str(q) for q in derive(disk)}
 
 
 _DATED = re.compile(r"^\[(记忆|memory) \d{4}-\d{2}-\d{2}\] ", re.MULTILINE)

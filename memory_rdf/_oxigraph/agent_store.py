@@ -41,7 +41,8 @@ from memory_rdf._oxigraph.directories import (
 from memory_rdf._oxigraph.errors import _room_to_reopen, _storage_errors, disk_refused
 from memory_rdf._oxigraph.holds import Reading, StoreUsers, _clear_frames
 from memory_rdf._oxigraph.interface import MemoryStore, Row, UserResult
-from memory_rdf._oxigraph.mirror import _Mirror
+from memory_rdf._oxigraph.link_index import mirrored_query
+from memory_rdf._oxigraph.mirror import DiskAfter, _Mirror
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET
 from memory_rdf._oxigraph.open_files import OPEN_STORES
 from memory_rdf._oxigraph.owner import StoreOwner, _Turn, parallel_writes
@@ -178,15 +179,11 @@ class AgentStore(MemoryStore):
         mirror = self._mirror
         return mirror is not None and mirror.wait(timeout)
 
-    def _reads(self) -> ox.Store:
-        """The store that answers reads: the mirror when it is ready, else the disk store."""
-        mirror = self._mirror
-        store = self.store
-        if mirror is not None:
-            copy = mirror.store
-            if copy is not None:
-                return copy
-        return store
+    def _reads(self, query: str) -> ox.Store:
+        """The mirror for a query written against its layout (:func:`mirrored_query`); disk else."""
+        store, mirror = self.store, self._mirror  # self.store first: it counts as a use
+        copy = None if mirror is None else mirror.store
+        return copy if copy is not None and mirrored_query(query) else store
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -497,7 +494,7 @@ class AgentStore(MemoryStore):
 
     def rows(self, query: str) -> list[Row]:
         with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
-            return self._rows(self._reads(), query)
+            return self._rows(self._reads(query), query)
 
     @staticmethod
     def _rows(store: ox.Store, query: str) -> list[Row]:
@@ -508,7 +505,7 @@ class AgentStore(MemoryStore):
 
     def term_rows(self, query: str) -> list[Sequence[Any]] | None:
         with self._reading:
-            return self._solutions(self._reads(), query, f"the memory store {self.path}")
+            return self._solutions(self._reads(query), query, f"the memory store {self.path}")
 
     @staticmethod
     def _solutions(store: ox.Store, query: str, what: str) -> list[Sequence[Any]]:
@@ -540,7 +537,7 @@ class AgentStore(MemoryStore):
 
     def ask(self, query: str) -> bool:
         with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
-            return bool(self._reads().query(query, prefixes=V.PREFIXES))
+            return bool(self.store.query(query, prefixes=V.PREFIXES))
 
     def commit(self, batch: WriteBatch) -> None:
         """Apply ``batch`` to the disk store, then to the read mirror, then run its
@@ -604,12 +601,15 @@ class AgentStore(MemoryStore):
             _clear_frames(exc)
             raise
 
+    def _disk_now(self) -> ox.Store:
+        """The open disk store, in the owner's turn (a commit's)."""
+        if (store := self._store) is None:
+            raise StoreError(f"the memory store {self.path} is closed")
+        return store
+
     def _disk_update(self, text: str) -> None:
         """The update applied to the disk store: by the owner, or in its turn."""
-        store = self._store
-        if store is None:
-            raise StoreError(f"the memory store {self.path} is closed")
-        store.update(text, prefixes=V.PREFIXES)
+        self._disk_now().update(text, prefixes=V.PREFIXES)
 
     def _commit_in_turn(self, text: str, batch: WriteBatch, mirror: _Mirror | None,
                         turn: _Turn) -> None:
@@ -623,7 +623,7 @@ class AgentStore(MemoryStore):
             with _storage_errors(f"cannot write the memory store {self.path}"):
                 self._disk_update(text)
             if mirror is not None:  # disk first: the disk store is the truth
-                mirror.apply(text, batch)
+                mirror.apply(text, batch, self._disk_now)
         except StoreError as exc:
             self._refused(exc)
             raise
@@ -644,17 +644,17 @@ class AgentStore(MemoryStore):
         failed write in between, as it sees any write before this call returns."""
         answer = turn.start(partial(self._disk_update, text))
         self.commits_at_once += 1
+        landed = DiskAfter(answer, self._disk_now)  # what the mirror reads back, once in
         try:
-            mirror.apply(text, batch)
+            mirror.apply(text, batch, landed)
         except BaseException:  # interrupted: whether the copy has the write is unknown
-            answer.get()
+            landed.outcome()
             if self._mirror is mirror:
                 mirror.interrupted()
             raise
         try:
             with _storage_errors(f"cannot write the memory store {self.path}"):
-                failed = answer.get()
-                if failed is not None:
+                if (failed := landed.outcome()) is not None:
                     raise failed
         except StoreError as exc:
             self._refused(exc)
@@ -706,13 +706,13 @@ class AgentStore(MemoryStore):
         with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
             return [
                 (to_python(q.subject), to_python(q.predicate), to_python(q.object))
-                for q in self._reads().quads_for_pattern(s, p, None, g)
+                for q in self.store.quads_for_pattern(s, p, None, g)
             ]
 
     # -- the user's SPARQL (SPEC §6) -----------------------------------------------------------
 
     def _user_result(self, query: str) -> ox.QuerySolutions | ox.QueryBoolean | ox.QueryTriples:
-        return self._reads().query(
+        return self.store.query(  # the disk store: all of SPEC §2, never the mirror's layout
             query, prefixes=V.PREFIXES, default_graph=ox.DefaultGraph(), named_graphs=[]
         )
 

@@ -8,13 +8,13 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph.batch import WriteBatch
-from memory_rdf._oxigraph.link_index import IndexChanges, apply_indexed, build_index, index_changes
+from memory_rdf._oxigraph.link_index import MirrorFilter, Unfollowable, apply_plan, plan
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET, MIRROR_BYTES_PER_NODE
 from memory_rdf._oxigraph.render import render
 from memory_rdf._oxigraph.terms import to_python
@@ -75,6 +75,28 @@ class _Cancelled(Exception):
     pass
 
 
+class DiskAfter:
+    """The disk store once a write the owner runs beside the mirror's update has landed
+    (``AgentStore._commit_at_once``): called by the update for the links it reads back (none
+    in a compression commit); :meth:`outcome` is the write's error or None, taken once."""
+
+    def __init__(self, answer: queue.SimpleQueue[Any], disk: Callable[[], ox.Store]) -> None:
+        self._answer = answer
+        self._disk = disk
+        self._got: list[BaseException | None] = []
+
+    def outcome(self) -> BaseException | None:
+        if not self._got:
+            self._got.append(self._answer.get())
+        return self._got[0]
+
+    def __call__(self) -> ox.Store:
+        failed = self.outcome()
+        if failed is not None:
+            raise failed
+        return self._disk()
+
+
 def _release_freed_memory() -> None:
     """Give the memory freed by a dropped mirror back to the system (glibc ``malloc_trim``;
     nothing elsewhere). Without it the freed pages stayed in the allocator's per-thread arenas
@@ -97,8 +119,9 @@ class _LoadSink:
     and always ends with :meth:`close`, which waits for the loader and raises its error."""
 
     def __init__(self, target: ox.Store, cancel: threading.Event,
-                 started: Callable[[], None]) -> None:
+                 started: Callable[[], None], keep: MirrorFilter) -> None:
         self._target = target
+        self._keep = keep
         self._cancel = cancel
         self._started = started
         self._buffer = bytearray()
@@ -110,10 +133,12 @@ class _LoadSink:
         self._loader.start()
 
     def copy_from(self, source: ox.Store) -> None:
-        """Copy every quad of ``source`` into the target, through the loader thread; the
-        loader has ended when this returns or raises."""
+        """Copy what the mirror keeps of ``source``'s memory network (its default graph)
+        into the target, through the loader thread (:class:`MirrorFilter`: the links are
+        noted, their quads made afterwards); the loader has ended when this returns or raises."""
         try:
-            source.dump(self, format=ox.RdfFormat.N_QUADS)  # type: ignore[arg-type]
+            source.dump(self, format=ox.RdfFormat.N_TRIPLES,  # type: ignore[arg-type]
+                        from_graph=ox.DefaultGraph())
             self._started()  # a store with nothing to dump never wrote: its snapshot is taken
         finally:
             self.close()
@@ -125,7 +150,9 @@ class _LoadSink:
             if self._error is not None or self._cancel.is_set():
                 continue
             try:
-                self._target.load(chunk, format=ox.RdfFormat.N_QUADS)
+                kept = self._keep.take(chunk)
+                if kept:
+                    self._target.load(kept, format=ox.RdfFormat.N_TRIPLES)
             except Exception as exc:
                 self._error = exc
 
@@ -160,10 +187,11 @@ class _LoadSink:
 
 
 class _Mirror:
-    """The read mirror of an :class:`AgentStore`: an in-memory ``pyoxigraph.Store`` holding a
-    copy of every graph of the disk store, which then answers the store's reads (``rows``,
-    ``ask``, ``quads``, the user's SPARQL) — the same SPARQL on the same data, ~3× cheaper
-    per joined row than RocksDB (benchmarks/PROFILE.md).
+    """The read mirror of an :class:`AgentStore`: an in-memory ``pyoxigraph.Store`` holding
+    what recall's and compression's hot reads need of the disk store (:mod:`.link_index`: the
+    texts, scan state, focus and pins as they are, one quad per link), which answers the
+    queries written against that layout — ~3× cheaper per joined row than RocksDB
+    (benchmarks/PROFILE.md). Every other read, and the user's SPARQL, goes to disk.
 
     Built in a background thread when the store opens (reads go to disk until it is ready):
     the disk store is dumped (N-Quads, streamed in chunks into the mirror) from one snapshot,
@@ -186,8 +214,8 @@ class _Mirror:
         self.store: ox.Store | None = None
         #: "loading", "on", "too large" (the automatic choice said no), "failed", "off".
         self.state = "loading"
-        #: updates committed while loading, with their :class:`IndexChanges`
-        self._pending: list[tuple[str, IndexChanges | None]] | None = None
+        #: updates committed while loading (their batches: :func:`plan` is read at replay)
+        self._pending: list[tuple[int, WriteBatch | None]] | None = None
         self.applied = 0  # bytes of update text applied since the build
         self.renew_after = 0  # ... at which the mirror is built again (0: not built yet)
         self._cancel = threading.Event()
@@ -214,25 +242,30 @@ class _Mirror:
         if self._thread is not threading.current_thread():
             self._thread.join()
 
-    def apply(self, text: str, batch: WriteBatch | None = None) -> None:
-        """Apply a committed update (in the store owner's turn); ``batch``: the writes it
-        was made of, read for what they may change in the link index (:func:`index_changes`)
-        only when a copy is being built or kept — a mirror "too large" or "failed" takes none,
-        and reading a compression commit's ~700 kB of text for it is not free."""
+    def apply(self, text: str, batch: WriteBatch | None = None,
+              disk: Callable[[], ox.Store] | None = None) -> None:
+        """Follow a committed update (in the store owner's turn): ``batch``, the writes it
+        was made of, is read for what it changes in the mirror (:func:`plan`) only when a
+        copy is being built or kept — a mirror "too large" or "failed" takes none; ``disk``
+        gives the disk store holding the commit (links the batch changes other than by their
+        strength are read back from it). ``text`` (the update) counts towards a renewal."""
         mirror = self.store
         if self._pending is None and mirror is None:
             return
-        changes = None if batch is None else index_changes(batch)
         if self._pending is not None:
-            self._pending.append((text, changes))
+            self._pending.append((len(text), batch))
             return
         assert mirror is not None
         try:
-            apply_indexed(mirror, text, changes)
+            if batch is None:
+                raise Unfollowable("an update without its batch")
+            apply_plan(mirror, plan(batch), disk or self._disk)
             self.applied += len(text)
             if self.renew_after and self.applied >= self.renew_after:
                 self.renew()
                 return
+        except Unfollowable as exc:  # built again from the disk store (given up if it fails)
+            self.rebuild(str(exc))
         except Exception as exc:  # the disk store has the write: only the mirror is behind
             self.store = None
             self.state = "failed"
@@ -287,19 +320,26 @@ class _Mirror:
             with self.owner.turn():
                 queued = self._pending
                 assert queued is not None
-                if sum(len(text) for text, _ in queued) <= MIRROR_CATCH_UP_BYTES:
+                if sum(size for size, _ in queued) <= MIRROR_CATCH_UP_BYTES:
                     return
                 self._pending = []
             self._replay(mirror, queued)
 
     def _replay(self, mirror: ox.Store,
-                queued: Sequence[tuple[str, IndexChanges | None]]) -> None:
+                queued: Sequence[tuple[int, WriteBatch | None]]) -> None:
         """Apply updates queued during the build to the new copy, in commit order, stopping
-        between two if the build was cancelled."""
-        for text, changes in queued:
-            if self._cancel.is_set():
-                raise _Cancelled
-            apply_indexed(mirror, text, changes)
+        between two if the build was cancelled. A link read back from the disk store is read
+        as it is now (later commits included): what the later commits' replays write of it
+        is the same, so the copy ends as the disk store."""
+        if not queued:
+            return
+        with self.owner._users.hold():
+            for _, batch in queued:
+                if self._cancel.is_set():
+                    raise _Cancelled
+                if batch is None:
+                    raise Unfollowable("an update without its batch")
+                apply_plan(mirror, plan(batch), self._disk, live=False)
 
     def _disk(self) -> ox.Store:
         """The owner's disk store, as it is (never opened again if parked: a build of the
@@ -328,6 +368,7 @@ class _Mirror:
                          MIRROR_BUDGET.reserved() // 2**20)
                 return
             mirror = ox.Store()
+            keep = MirrorFilter()
             turn = owner.turn()  # the store's owner writes nothing until the snapshot
             held = True
 
@@ -343,10 +384,8 @@ class _Mirror:
                 with owner._users.hold():
                     disk = self._disk()
                     try:
-                        for graph in list(disk.named_graphs()):
-                            mirror.add_graph(graph)
                         self._pending = []
-                        sink = _LoadSink(mirror, self._cancel, snapshot_taken)
+                        sink = _LoadSink(mirror, self._cancel, snapshot_taken, keep)
                         sink.copy_from(disk)
                     finally:
                         del disk  # before the hold ends
@@ -355,10 +394,11 @@ class _Mirror:
                     turn.end()
             if self._cancel.is_set():
                 raise _Cancelled
-            # The link index of the snapshot (the commits queued meanwhile bring theirs).
+            # The links of the snapshot (the commits queued meanwhile bring theirs).
             if build_steps is not None:
                 build_steps("indexing")
-            build_index(mirror)
+            mirror.extend(list(keep.link_quads(mirror)))
+            del keep
             self._catch_up(mirror)
             with owner.turn():
                 self._replay(mirror, self._pending)
@@ -366,8 +406,7 @@ class _Mirror:
                 self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
                 self.store = mirror
                 self.state = "on"
-            if self.renewal:
-                _release_freed_memory()
+            _release_freed_memory()  # the links' notes, a renewed copy's predecessor
         except Exception as exc:
             if owner._mirror is self:  # not replaced: no mirror of this store is held
                 MIRROR_BUDGET.release(owner)

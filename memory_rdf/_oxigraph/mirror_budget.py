@@ -9,15 +9,17 @@ import threading
 import weakref
 
 #: Memory the read mirror takes per memory node: measured on the benchmark suite's workload
-#: (pyoxigraph 0.5.13, ~85 triples per node: 12 links out of each node, each a resource of
-#: 4–5 triples; terms and keywords) as the process's RSS growth once the mirror is built,
-#: divided by the nodes: 39 kB at 10k nodes, 31 kB at 100k (benchmarks/PROFILE.md, "The read
-#: mirror"); the mirror's link index (one more triple per link, issue 16) added ~5.5 kB per
-#: node at 10k (40.2–40.6 kB). Oxigraph's in-memory store takes ~330 bytes per triple.
-MIRROR_BYTES_PER_NODE = 37_000
+#: (pyoxigraph 0.5.13, ~85 triples per node, 11.6 links out of each) as the process's RSS
+#: growth once the mirror is built, divided by the nodes. Issue 38's mirror (one quad per
+#: link, the texts, scan state, focus and pins: ~22 quads per node, ~7.5 kB of them) took
+#: 13.2 kB per node at 10k nodes beside the store's open, of which ~5.4 kB is the disk store's
+#: own memory after its dump read every table (RocksDB's blocks, there with or without a
+#: mirror once the store is read); a copy of every graph took ~41 kB (benchmarks/PROFILE.md,
+#: "The read mirror"; /work/coord/d1.md).
+MIRROR_BYTES_PER_NODE = 13_000
 #: The automatic choice (``Config.read_mirror=None``) mirrors a store when its estimated size
 #: (nodes at open × MIRROR_BYTES_PER_NODE) is at most this share of the memory available then:
-#: on the 24 GB machine of the benchmarks, with 19 GB available, up to ~150k nodes.
+#: on the 24 GB machine of the benchmarks, with 19 GB available, up to ~370k nodes.
 MIRROR_MEMORY_SHARE = 0.25
 #: The budget when the available memory cannot be read (not Linux, no sysconf): 1 GiB.
 MIRROR_FALLBACK_BUDGET = 1 << 30

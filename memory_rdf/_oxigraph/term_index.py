@@ -413,7 +413,7 @@ class TermIndexes:
         with owner.turn(), owner._users.hold():
             generation = self.generation
             try:
-                fresh = build(owner._reads(), generation)
+                fresh = build(owner.store, generation)  # the terms: on disk only (issue 38)
             except Exception:  # the SPARQL path answers; the index is tried again next time
                 return None
             with self.lock:
