@@ -1003,17 +1003,6 @@ class _Capped:
         pass
 
 
-def _triples(raw: bytes) -> list[tuple[Any, Any, Any]]:
-    """The triples of a CONSTRUCT / DESCRIBE answer in N-Triples, as Python values (as
-    :func:`memory_rdf.inspect.sparql` gives them without a format)."""
-    import pyoxigraph as ox
-
-    from memory_rdf._oxigraph.terms import to_python
-
-    return [(to_python(q.subject), to_python(q.predicate), to_python(q.object))
-            for q in ox.parse(raw, format=ox.RdfFormat.N_TRIPLES)]
-
-
 def _sparql(agent: str, text: str, fmt: str, data_dir: Where, timeout: float | None) -> None:
     """The query's rows printed in ``fmt``; QueryTimeoutError past ``timeout`` seconds of
     the query (None: no limit)."""
@@ -1030,9 +1019,11 @@ def _sparql(agent: str, text: str, fmt: str, data_dir: Where, timeout: float | N
     inspect.sparql(agent, text, data_dir, format="json", timeout=timeout,
                    output=buffer)  # type: ignore[arg-type]
     raw = bytes(buffer.data)
+    from memory_rdf._oxigraph.conversions import parse_ntriples
+
     # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: N-Triples, read here (the
     # query is not run a second time)
-    result = json.loads(raw) if raw.lstrip().startswith(b"{") else _triples(raw)
+    result = json.loads(raw) if raw.lstrip().startswith(b"{") else parse_ntriples(raw)
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")
