@@ -1019,11 +1019,9 @@ def _sparql(agent: str, text: str, fmt: str, data_dir: Where, timeout: float | N
     inspect.sparql(agent, text, data_dir, format="json", timeout=timeout,
                    output=buffer)  # type: ignore[arg-type]
     raw = bytes(buffer.data)
-    from memory_rdf._oxigraph.conversions import parse_ntriples
-
-    # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: N-Triples, read here (the
-    # query is not run a second time)
-    result = json.loads(raw) if raw.lstrip().startswith(b"{") else parse_ntriples(raw)
+    # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: triples
+    result = (json.loads(raw) if raw.lstrip().startswith(b"{")
+              else inspect.sparql(agent, text, data_dir, timeout=timeout, limit=100_000))
     out = _stdout()
     if isinstance(result, dict) and "boolean" in result:
         click.echo("true" if result["boolean"] else "false")
