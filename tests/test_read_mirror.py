@@ -629,17 +629,22 @@ def test_compression_committed_during_a_build_is_caught_up_exactly(
         remember(mem, "the office moves to Berlin | the new desk is by the window")
         remember(mem, "lunch is at noon | the meeting room is booked")
     opened: list[MemoryManager] = []
+    ready = threading.Event()  # the build may reach its hold before the open returns
     reports: list[dict[str, Any]] = []
 
+    def slices() -> None:
+        assert ready.wait(60)
+        reports.extend(opened[0].run_compression_slice() for _ in range(8))
+
     def compress() -> None:  # another thread: the build thread holds no turn here
-        worker = threading.Thread(target=lambda: reports.extend(
-            opened[0].run_compression_slice() for _ in range(8)))
+        worker = threading.Thread(target=slices)
         worker.start()
         worker.join(120)
 
     held = _held_build(monkeypatch, compress)
     with MemoryManager("agent", data_dir=data_dir, config=config, model=model) as mem:
         opened.append(mem)
+        ready.set()
         store = mem.store
         assert isinstance(store, AgentStore)
         assert store.wait_mirror(120)
