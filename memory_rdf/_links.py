@@ -27,7 +27,7 @@ from memory_rdf._oxigraph import (
     render,
     triple,
 )
-from memory_rdf._oxigraph.link_index import graph_link
+from memory_rdf._oxigraph.link_index import graph_link, link_graph
 
 
 @dataclass(frozen=True)
@@ -108,24 +108,36 @@ class LinkStore:
         either way, in the engine's order."""
         live: dict[str, list[tuple[str, float, str]]] = {}
         dangling: list[tuple[str, float, str]] = []
-        indexed = self._indexed_rows("mirror_outgoing", sources)
+        graphs = None if relations is None else [
+            iri_ref(link_graph(live, r).value) for live in (True, False) for r in relations]
+        indexed = self._indexed_rows("mirror_outgoing", sources, graphs)
         if indexed is not None:
             # A source's rows come together: its id and its list are looked up once for them
-            # (a third of this loop at depth 4, benchmarks/PROFILE.md).
+            # (a third of this loop at depth 4, benchmarks/PROFILE.md). A graph's kind (None:
+            # filtered out) is read once a query; the link quads' ends are always node IRIs
+            # (link_index.py), so a target's id is its IRI after the prefix.
             previous: object = None
             source = ""
             links: list[tuple[str, float, str]] = []
+            kinds: dict[str, tuple[bool, str] | None] = {}
+            cut = len(V.NODE)
             for s, t, w, g in indexed:
-                lost, relation = _graph(g.value)
-                if relations is not None and (relation is None or relation not in relations):
+                gv = g.value
+                if gv in kinds:
+                    kind = kinds[gv]
+                else:
+                    lost, relation = _graph(gv)
+                    wanted = relations is None or (relation is not None and relation in relations)
+                    kind = kinds[gv] = (lost, relation or "") if wanted else None
+                if kind is None:
                     continue
                 if s != previous:
-                    previous, source = s, node_id(s.value)
+                    previous, source = s, s.value[cut:]
                     links = live.setdefault(source, [])
-                if lost:
-                    dangling.append((source, float(w.value), relation or ""))
+                if kind[0]:
+                    dangling.append((source, float(w.value), kind[1]))
                 else:
-                    links.append((node_id(t.value), float(w.value), relation or ""))
+                    links.append((t.value[cut:], float(w.value), kind[1]))
             return live, dangling
         for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
                                                        relations):
@@ -168,9 +180,12 @@ class LinkStore:
                 threshold=self._threshold, relations=rels,
             ))
 
-    def _indexed_rows(self, name: str, sources: Sequence[str]) -> list[Sequence[Any]] | None:
+    def _indexed_rows(
+        self, name: str, sources: Sequence[str], graphs: list[Term] | None = None
+    ) -> list[Sequence[Any]] | None:
         """Rows (pyoxigraph terms) of the link-quad query ``name`` (``mirror_*.rq``) for
-        ``sources``, a chunk at a time, over live links; None when no read mirror serves
+        ``sources``, a chunk at a time, over live links (of the link ``graphs`` only, when
+        given and the query takes them); None when no read mirror serves
         reads — not before, nor at any chunk (a mirror renewed meanwhile): then ask the SPEC
         §2 layout for all of them."""
         local = self._store.local
@@ -180,6 +195,7 @@ class LinkStore:
         for part in chunks(sources):
             rows = local.mirror_rows(render(
                 name, sources=[node_ref(i) for i in part], threshold=self._threshold,
+                graphs=graphs,
             ))
             if rows is None:
                 return None

@@ -411,8 +411,9 @@ class Searcher:
             # Discovery order among one node's links must not depend on the engine's row order:
             # strongest first, then by target id (two stable sorts on C-level keys, instead of
             # a key tuple built per link).
-            targets.sort(key=_TARGET)
-            targets.sort(key=_STRENGTH, reverse=True)
+            if len(targets) > 1:
+                targets.sort(key=_TARGET)
+                targets.sort(key=_STRENGTH, reverse=True)
         # after the loop, the frontier is the level `depth` (or empty, when it ended sooner)
         return Graph(adjacency, list(reached), by_strength(lost), frontier)
 

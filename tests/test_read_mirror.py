@@ -439,6 +439,39 @@ def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: Script
         assert text and any("mirror_outgoing" in q for q in asked)
 
 
+def test_a_relation_filter_is_applied_by_the_level_query(
+    data_dir: Path, model: ScriptedModel
+) -> None:
+    """With ``relations``, the walk's level query reads only the links of those relations
+    (their link graphs, live and lost): no row is read only to be dropped in Python, and the
+    answer is the one without a mirror."""
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        build(mem, model)
+        assert_in_step(mem)
+        store = mem.store
+        assert isinstance(store, AgentStore)
+        rows: list[Any] = []
+        real = store.mirror_rows
+
+        def spy(query: str) -> Any:
+            found = real(query)
+            if query.startswith("# mirror_outgoing") and found is not None:
+                rows.extend(found)
+            return found
+
+        store.mirror_rows = spy  # type: ignore[method-assign]
+        def relations() -> set[str | None]:
+            return {link_index.graph_link(r[3].value)[1] for r in rows}  # type: ignore[index]
+
+        assert mem.recall(["JWT"], depth=3, max_chars=0)
+        assert relations() - {"owns"}  # the walk's nodes have links of other relations
+        rows.clear()
+        text = mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0)
+        assert relations() <= {"owns"}
+    with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+        assert mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0) == text
+
+
 def test_every_update_template_is_known_to_the_link_index() -> None:
     """A shipped update either touches nothing the index is derived from (listed), or is
     followed by link_index.plan; an unknown one makes the mirror derive its whole index again
