@@ -419,24 +419,32 @@ def test_sparql_never_sees_the_link_index(data_dir: Path, model: ScriptedModel) 
         assert mem.sparql("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }") == on
 
 
+def _mirror_reads(mem: MemoryManager) -> list[tuple[str, Any]]:
+    """Each query the agent's read mirror answers from now on, with its rows (None: not
+    served by the mirror), in order."""
+    store = mem.store
+    assert isinstance(store, AgentStore)
+    reads: list[tuple[str, Any]] = []
+    real = store.mirror_rows
+
+    def spy(query: str) -> Any:
+        found = real(query)
+        reads.append((query, found))
+        return found
+
+    store.mirror_rows = spy  # type: ignore[method-assign]
+    return reads
+
+
 def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: ScriptedModel) -> None:
     """The walk's levels come from the index (mirror_outgoing.rq) while a mirror serves reads,
     from the SPEC §2 layout otherwise, with the same answers (the tests above compare them)."""
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
-        store = mem.store
-        assert isinstance(store, AgentStore)
-        asked: list[str] = []
-        real = store.mirror_rows
-
-        def spy(query: str) -> Any:
-            asked.append(query)
-            return real(query)
-
-        store.mirror_rows = spy  # type: ignore[method-assign]
+        asked = _mirror_reads(mem)
         text = mem.recall([], depth=3, max_chars=0)
-        assert text and any("mirror_outgoing" in q for q in asked)
+        assert text and any("mirror_outgoing" in q for q, _ in asked)
 
 
 def test_a_relation_filter_is_applied_by_the_level_query(
@@ -448,24 +456,16 @@ def test_a_relation_filter_is_applied_by_the_level_query(
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
-        store = mem.store
-        assert isinstance(store, AgentStore)
-        rows: list[Any] = []
-        real = store.mirror_rows
+        reads = _mirror_reads(mem)
 
-        def spy(query: str) -> Any:
-            found = real(query)
-            if query.startswith("# mirror_outgoing") and found is not None:
-                rows.extend(found)
-            return found
-
-        store.mirror_rows = spy  # type: ignore[method-assign]
         def relations() -> set[str | None]:
-            return {link_index.graph_link(r[3].value)[1] for r in rows}  # type: ignore[index]
+            return {link_index.graph_link(r[3].value)[1]  # type: ignore[index]
+                    for q, found in reads if q.startswith("# mirror_outgoing") and found
+                    for r in found}
 
         assert mem.recall(["JWT"], depth=3, max_chars=0)
         assert relations() - {"owns"}  # the walk's nodes have links of other relations
-        rows.clear()
+        reads.clear()
         text = mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0)
         assert relations() <= {"owns"}
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
