@@ -9,10 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from memory_rdf._nodes import Match
 from memory_rdf._text import stem
+from memory_rdf._types import as_utc
 from memory_rdf._words import query_terms, rank_words
 
 #: Ranking (SPEC §5.4 v2, :func:`rank`): a keyword found in one of the node's own
@@ -201,7 +202,7 @@ def current_first(
     def said(i: int) -> float:
         said_at, created = when.get(hits[i].node, (None, None))
         moment = said_at or created
-        return _utc(moment).timestamp() if isinstance(moment, datetime) else -math.inf
+        return as_utc(moment).timestamp() if isinstance(moment, datetime) else -math.inf
 
     out = list(hits)
     for members in shared:
@@ -209,7 +210,3 @@ def current_first(
         for place, i in zip(members, latest_first, strict=True):
             out[place] = hits[i]
     return out
-
-
-def _utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -37,7 +37,6 @@ from memory_rdf._oxigraph.term_index import read_index
 from memory_rdf._ranking import (
     RANK_ALL_BY_SIMILARITY,
     Hit,
-    _utc,
     current_first,
     rank,
     strength_band,
@@ -48,6 +47,7 @@ from memory_rdf._text import (
     relation_forms,
     writes_chinese,
 )
+from memory_rdf._types import as_utc
 from memory_rdf._words import (
     bm25_idf,
     keyword_weight,
@@ -217,8 +217,8 @@ def entry_fields(content: str, said_at: datetime | None, created_at: datetime) -
     """What a memory entry's template is filled with (SPEC §5.4 v3): ``content``, ``date``
     (YYYY-MM-DD, UTC, of the said time where known, else the creation time), ``said_at`` (that
     time, ISO 8601) and ``created_at`` (ISO 8601)."""
-    created = _utc(created_at) if isinstance(created_at, datetime) else None
-    said = _utc(said_at) if isinstance(said_at, datetime) else created
+    created = as_utc(created_at) if isinstance(created_at, datetime) else None
+    said = as_utc(said_at) if isinstance(said_at, datetime) else created
     return {
         "content": content,
         "date": said.date().isoformat() if said is not None else "",

@@ -192,6 +192,11 @@ def parse_time(value: object, what: str) -> datetime:
         ) from None
 
 
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one is taken as UTC (as :func:`parse_time` takes it)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def said_at(messages: Sequence[Message]) -> datetime | None:
     """The earliest timestamp of ``messages`` (UTC), or None when none carries one."""
     times = [parse_time(m.timestamp, "message timestamp") for m in messages
