@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_rdf import _vocab as V
 from memory_rdf._exceptions import InvalidInputError
 from memory_rdf._nodes import NodeStore, chunks, importances
 from memory_rdf._oxigraph import MemoryStore, Term, lit, node_id, node_ref, render
-from memory_rdf._text import keyword_rules, significant_keywords
-from memory_rdf._types import parse_time
+from memory_rdf._oxigraph.term_index import TermIndex, read_index
+from memory_rdf._text import keyword_rules, significant_keywords, with_full_width
+from memory_rdf._types import as_utc, parse_time
 
 #: Stand-ins for an open end of the window (the queries always compare against a bound).
 _EARLIEST = datetime(1, 1, 1, tzinfo=UTC)
@@ -36,6 +38,24 @@ _OPEN = Window(None, None)
 
 #: Candidate memories whose words a listing by keywords compares at a time.
 MATCH_CHUNK = 200
+
+
+def _unfolded_ids(index: TermIndex, needles: Sequence[str]) -> set[str]:
+    """The ids of the nodes whose texts are compared whole for ``needles``: with a text that
+    does not fold alike (:meth:`TermIndex.read_whole
+    <memory_rdf._oxigraph.term_index.TermIndex.read_whole>`)."""
+    cut = len(V.NODE)
+    return {iri[cut:] for iri in index.read_whole(index.unfolded | index.marked, needles)}
+
+
+def _newest(row: tuple[Any, ...]) -> tuple[datetime, datetime]:
+    """The sort key of ``memories_matching.rq``'s ``DESC(?when) DESC(?created)``."""
+    _, created, said = row
+
+    def utc(moment: object) -> datetime:
+        return as_utc(moment) if isinstance(moment, datetime) else _EARLIEST
+
+    return utc(said or created), utc(created)
 
 
 def make_window(since: object, until: object) -> Window | None:
@@ -115,19 +135,45 @@ class Listing:
         the store lists the nodes whose texts hold a needle, newest first; their words are
         compared a chunk at a time until the page is full."""
         rules = keyword_rules(significant_keywords(keywords))
-        needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
-        rows = self._store.rows(render("memories_matching", keywords=needles, limit=None,
-                                       offset=None, **(window or _OPEN).terms()))
+        # the nodes with a text the store's CONTAINS cannot fold (the term index's, when a
+        # keyword recall built it) are listed too, and their texts compared whole; without
+        # the index, the needles' full-width forms are looked for too (NodeStore.match_details)
+        needles = list(dict.fromkeys(n for r in rules for n in r.needles))
+        unfolded: set[str] | None = read_index(
+            self._store, lambda ix: _unfolded_ids(ix, needles), derive=False)
+        if unfolded is None:
+            needles = with_full_width(needles)
+        rows = self._store.rows(render("memories_matching", keywords=[lit(n) for n in needles],
+                                       limit=None, offset=None, **(window or _OPEN).terms()))
+        if unfolded:
+            rows = self._with_unfolded(rows, unfolded, window)
         nodes = NodeStore(self._store)
         words = [r.text for r in rules]
         kept: list[tuple[Any, ...]] = []
         end = None if limit is None else offset + limit
         for part in chunks(rows, MATCH_CHUNK):
-            matched = nodes.match_details([node_id(r[0]) for r in part], words)
+            matched = nodes.match_details([node_id(r[0]) for r in part], words, unfolded)
             kept.extend(r for r in part if node_id(r[0]) in matched)
             if end is not None and len(kept) >= end:
                 break
         return kept[offset:end]
+
+    def _with_unfolded(self, rows: list[tuple[Any, ...]], unfolded: set[str],
+                       window: Window | None) -> list[tuple[Any, ...]]:
+        """``memories_matching.rq``'s rows with those of the ``unfolded`` live nodes (inside
+        ``window``) it left out, in its order: newest first, then the node's IRI."""
+        seen = {node_id(r[0]) for r in rows}
+        extra = sorted(unfolded - seen)
+        if window is not None and extra:
+            timely = self.in_window(extra, window)
+            extra = [i for i in extra if i in timely]
+        dates = NodeStore(self._store).dates(extra)
+        if not dates:
+            return rows
+        out = [*rows, *((V.NODE + i, created, said) for i, (said, created) in dates.items())]
+        out.sort(key=lambda r: str(r[0]))
+        out.sort(key=_newest, reverse=True)
+        return out
 
     def in_window(self, ids: Sequence[str], window: Window) -> set[str]:
         """The ids said (or, without a said time, created) inside ``window``."""

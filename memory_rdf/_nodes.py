@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -18,7 +18,7 @@ from memory_rdf._oxigraph import (
     render,
     triple,
 )
-from memory_rdf._text import keyword_rules
+from memory_rdf._text import KeywordRule, keyword_rules, with_full_width
 
 T = TypeVar("T")
 
@@ -49,6 +49,22 @@ def importances(store: MemoryStore, refs: Sequence[Term], threshold: Term) -> di
     # disk store's (13.6 vs 13.599999999999998): ties (eviction, memories()) would otherwise
     # depend on which store answered, not on the node id.
     return {node_id(iri): round(float(value or 0.0), 9) for iri, value in store.rows(query)}
+
+
+def _needles(rules: Sequence[KeywordRule], unfolded: Collection[str] | None) -> list[Term]:
+    """What the store's ``CONTAINS`` looks for: the rules' needles, and their full-width
+    forms when nothing tells which texts do not fold alike (``unfolded`` None)."""
+    needles = list(dict.fromkeys(n for r in rules for n in r.needles))
+    return [lit(n) for n in (with_full_width(needles) if unfolded is None else needles)]
+
+
+def _split(ids: Sequence[str], unfolded: Collection[str] | None
+           ) -> tuple[Sequence[str], list[str]]:
+    """``ids`` split into those the store tests with ``CONTAINS`` and the ``unfolded`` ones,
+    whose texts it returns whole (order kept)."""
+    if not unfolded:
+        return ids, []
+    return [i for i in ids if i not in unfolded], [i for i in ids if i in unfolded]
 
 
 def chunks(items: Sequence[T], size: int = CHUNK) -> Iterable[Sequence[T]]:
@@ -134,36 +150,51 @@ class NodeStore:
         if pinned:
             batch.insert(triple(ref, V.PINNED, lit(True)) for ref in refs)
 
-    def matching(self, ids: Sequence[str], keywords: Sequence[str]) -> set[str]:
+    def matching(self, ids: Sequence[str], keywords: Sequence[str],
+                 unfolded: Collection[str] | None = None) -> set[str]:
         """The ids that match one of ``keywords`` (SPEC §5.4 v3 rule 4,
         :class:`~memory_rdf._text.KeywordRule`): a Latin-script keyword by the stems of the
         words of the node's content or of one of its keywords, a Han one as a
-        case-insensitive substring. Only Han keywords: the store answers alone (a Han rule's
-        needles are its text and that text's full-width form)."""
+        case-insensitive substring. Only Han keywords: the store answers alone, but for the
+        ``unfolded`` ids (see :meth:`match_details`)."""
         rules = keyword_rules(keywords)
         if all(r.han for r in rules):
-            needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
+            needles = _needles(rules, unfolded)
+            tested, whole = _split(ids, unfolded)
             out: set[str] = set()
-            for part in chunks(ids):
+            for part in chunks(tested):
                 query = render(
                     "matching_nodes", nodes=[node_ref(i) for i in part], keywords=needles
                 )
                 out.update(node_id(iri) for iri in self._store.column(query))
+            if whole:
+                out.update(self.match_details(whole, keywords, set(whole)))
             return out
-        return set(self.match_details(ids, keywords))
+        return set(self.match_details(ids, keywords, unfolded))
 
-    def match_details(self, ids: Sequence[str], keywords: Sequence[str]) -> dict[str, Match]:
+    def match_details(self, ids: Sequence[str], keywords: Sequence[str],
+                      unfolded: Collection[str] | None = None) -> dict[str, Match]:
         """``id → Match`` for the ids that match (SPEC §5.4 v3 rule 4): the indices of the
         ``keywords`` the node's content or one of its keywords matches, and those one of its
         own keywords matches. Same matching set as :meth:`matching`. The store returns the
         texts that hold one of the rules' needles (lower-cased), which are then compared
-        word by word here."""
+        word by word here, folded (:func:`~memory_rdf._text.fold`).
+
+        ``unfolded``: the ids one of whose texts may not fold alike (the term index's
+        :attr:`~memory_rdf._oxigraph.term_index.TermIndex.unfolded`): the store returns their
+        texts whole, as its ``CONTAINS`` cannot fold them. None when nothing tells: the store
+        then also looks for the needles' full-width forms
+        (:func:`~memory_rdf._text.with_full_width`)."""
         rules = keyword_rules(keywords)
-        needles = [lit(n) for n in dict.fromkeys(n for r in rules for n in r.needles)]
+        needles = _needles(rules, unfolded)
+        tested, whole = _split(ids, unfolded)
+        parts: list[tuple[Sequence[str], list[Term] | None]]
+        parts = [(part, needles) for part in chunks(tested)]
+        parts += [(part, None) for part in chunks(whole)]
         found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
         times: dict[str, tuple[datetime | None, datetime | None]] = {}
-        for part in chunks(ids):
-            query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needles)
+        for part, needed in parts:
+            query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needed)
             for iri, text, own, created, said in self._store.rows(query):
                 hit = {i for i, r in enumerate(rules) if r.matches(text)}
                 if not hit:

@@ -33,7 +33,7 @@ from memory_rdf._links import LinkStore, by_strength
 from memory_rdf._listing import Listing, Window
 from memory_rdf._nodes import Match, NodeStore
 from memory_rdf._oxigraph import MemoryStore, lit, node_id, render
-from memory_rdf._oxigraph.term_index import read_index
+from memory_rdf._oxigraph.term_index import TermIndex, read_index
 from memory_rdf._ranking import (
     RANK_ALL_BY_SIMILARITY,
     Hit,
@@ -426,24 +426,32 @@ class Searcher:
         df = self.document_frequencies(terms, POSTING_BUDGET + 1) if terms else {}
         return [keyword_weight(stats.nodes, [df.get(t, 0) for t in ts]) for ts in per_keyword]
 
-    def may_match(self, ids: Sequence[str], keywords: Sequence[str]) -> Sequence[str]:
+    def may_match(self, ids: Sequence[str], keywords: Sequence[str]
+                  ) -> tuple[Sequence[str], set[str] | None]:
         """Those of ``ids`` that may match ``keywords`` (SPEC §5.4 v3 rule 4): every node
-        whose texts could hold one of the needles the store's keyword test looks for
-        (:class:`~memory_rdf._text.KeywordRule`), by the texts' signatures in the derived
-        term index (:meth:`TermIndex.may_hold
-        <memory_rdf._oxigraph.term_index.TermIndex.may_hold>`); all of them without one.
+        whose texts, folded (:func:`~memory_rdf._text.fold`), could hold one of the needles
+        the keyword test looks for (:class:`~memory_rdf._text.KeywordRule`), by the texts'
+        signatures in the derived term index (:meth:`TermIndex.may_hold
+        <memory_rdf._oxigraph.term_index.TermIndex.may_hold>`); and those of them with a text
+        that does not fold alike (:meth:`TermIndex.read_whole
+        <memory_rdf._oxigraph.term_index.TermIndex.read_whole>`: their texts are read whole).
+        Without the index: all of them, and None (unknown).
         The nodes left out match nothing, so the store reads no text of theirs: at 10k nodes
         ~15 µs a node reached (benchmarks/PROFILE.md). The index is used when the keyword
         entry has built it (the default recall, SPEC §5.5), never built for this alone: a
         focus-only agent keeps no index in memory."""
         needles = list(dict.fromkeys(n for r in keyword_rules(keywords) for n in r.needles))
         iris = [V.NODE + i for i in ids]
-        kept: list[str] | None = read_index(
-            self._store, lambda ix: ix.may_hold(iris, needles), derive=False)
-        if kept is None:
-            return ids
+
+        def read(ix: TermIndex) -> tuple[list[str], list[str]]:
+            kept = ix.may_hold(iris, needles)
+            return kept, ix.read_whole(kept, needles)
+
+        found = read_index(self._store, read, derive=False)
+        if found is None:
+            return ids, None
         cut = len(V.NODE)
-        return [iri[cut:] for iri in kept]
+        return [iri[cut:] for iri in found[0]], {iri[cut:] for iri in found[1]}
 
     def recall(
         self,
@@ -477,13 +485,15 @@ class Searcher:
             weights = [1.0] * len(keywords)
         details: dict[str, Match] = {}
         # only the nodes whose texts may hold a keyword are tested by the store
-        candidates = self.may_match(graph.reached, keywords) if keywords else graph.reached
+        candidates, unfolded = (self.may_match(graph.reached, keywords) if keywords
+                                else (graph.reached, None))
         if ranked or (keywords and not all(r.han for r in keyword_rules(keywords))):
             # the texts are compared word by word here, and carry the nodes' times
-            details = self._nodes.match_details(candidates, keywords) if keywords else {}
+            details = (self._nodes.match_details(candidates, keywords, unfolded)
+                       if keywords else {})
             matches: set[str] | None = set(details) if keywords else None
         else:
-            matches = self._nodes.matching(candidates, keywords) if keywords else None
+            matches = self._nodes.matching(candidates, keywords, unfolded) if keywords else None
         if semantic:
             # close in meaning: a match without a shared word; with no keywords, the query's
             # meaning alone says what matches

@@ -488,7 +488,8 @@ class KeywordRule:
     (``text``); otherwise every one of its words (``stems``: stop words dropped unless it
     has no other word) must be a word of the text by stem (:func:`word_stems`); a keyword
     with no word at all (punctuation) matches as a substring. ``needles``: lower-cased
-    substrings one of which every matching text holds (a store-side prefilter)."""
+    substrings one of which every matching text holds, folded (:func:`fold`): a store-side
+    prefilter of the texts that fold alike (:func:`fold_class`)."""
 
     text: str
     han: bool
@@ -496,25 +497,87 @@ class KeywordRule:
     needles: tuple[str, ...]
 
     def matches(self, text: str) -> bool:
-        """Whether ``text`` (a node's content or one of its keywords) matches: normalized
-        (:func:`normalize`, NFKC) and lower-cased as the keyword is, so "ＳＱＬ" matches "SQL"
-        either way round."""
+        """Whether ``text`` (a node's content or one of its keywords, lower-cased) matches:
+        compared folded (:func:`fold`) as the keyword is, so "ＳＱＬ" matches "SQL" either way
+        round."""
         if self.han or not self.stems:
-            return self.text in normalize(text).lower()
+            return self.text in fold(text)
         return self.stems <= word_stems(text)
+
+
+def fold(low: str) -> str:
+    """A lower-cased text (a store's ``LCASE``, :meth:`str.lower`) as keywords are compared
+    with it: through :func:`normalize` (NFKC: "ＳＱＬ" → "SQL") and lower-cased again. Every
+    :attr:`KeywordRule.needles` of a text that matches is a substring of this form; most
+    texts already are in it (:func:`fold_class`).
+
+    >>> fold("ｐｏｓｔｇｒｅsql"), fold("don\u2019t")
+    ('postgresql', "don't")
+    """
+    return normalize(low).lower()
+
+
+#: The ASCII punctuation and the space: a needle holding one of them may be written otherwise
+#: in a text ("：", "’", a no-break space; :func:`fold_class`).
+MARKS = frozenset(chr(c) for c in range(0x20, 0x7F) if not chr(c).isalnum())
+
+
+class _MarkFolds(dict[int, int]):
+    """``str.translate``'s table of the characters that fold (:func:`fold`) to one of the
+    :data:`MARKS` ("：" → ":", "’" → "'", U+3000 → " "); every other character to itself.
+    Filled as characters are met."""
+
+    def __missing__(self, code: int) -> int:
+        folded = fold(chr(code))
+        self[code] = ord(folded) if code > 0x7F and folded in MARKS else code
+        return self[code]
+
+
+_MARK_FOLDS = _MarkFolds()
+#: :func:`fold_class`'s answers.
+FOLDS_ALIKE, WIDE_MARKS, UNFOLDED = 0, 1, 2
+
+
+def fold_class(low: str) -> int:
+    """How a lower-cased text differs from its :func:`fold`, which tells whether a store's
+    ``CONTAINS`` on it finds every needle the matching would: :data:`FOLDS_ALIKE` (it is its
+    own fold: it does); :data:`WIDE_MARKS` (only characters that fold to one of the
+    :data:`MARKS` differ, one for one — a Chinese text's "：", "，", a curly apostrophe, a
+    no-break space: it does for a needle without :data:`MARKS`); :data:`UNFOLDED`
+    (full-width letters, a ligature, "…": only a test on its fold, in Python, tells).
+
+    >>> fold_class("kafka"), fold_class("用户：我们用 kafka"), fold_class("don\u2019t")
+    (0, 1, 1)
+    >>> fold_class("ｋａｆｋａ"), fold_class("\ufb01nance"), fold_class("wait\u2026")
+    (2, 2, 2)
+    """
+    if low.isascii():
+        return FOLDS_ALIKE
+    folded = fold(low)
+    if folded == low:
+        return FOLDS_ALIKE
+    return WIDE_MARKS if folded == low.translate(_MARK_FOLDS) else UNFOLDED
+
+
+def has_marks(needles: Iterable[str]) -> bool:
+    """Whether one of the needles holds one of the :data:`MARKS`."""
+    return any(not MARKS.isdisjoint(n) for n in needles)
 
 
 #: ASCII "!" … "~" → their full-width forms (U+FF01 … U+FF5E), which NFKC maps back.
 _FULL_WIDTH = str.maketrans({chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)})
 
 
-def _with_full_width(needles: tuple[str, ...]) -> tuple[str, ...]:
-    """``needles`` and their full-width forms: a store compares raw (lower-cased) texts, so a
-    text written in full-width letters ("ＳＱＬ", which a keyword and the matching compare
-    normalized, as "sql") holds only the full-width needle. A text mixing both widths inside
-    one needle, or holding other compatibility characters (ligatures, circled digits), is not
-    found by the store's prefilter."""
-    return tuple(dict.fromkeys(f for n in needles for f in (n, n.translate(_FULL_WIDTH))))
+def with_full_width(needles: Iterable[str]) -> list[str]:
+    """``needles`` and their full-width forms, each once: what a store's ``CONTAINS`` looks
+    for when nothing tells which texts do not fold alike (:func:`fold_class`; an endpoint
+    store; an embedded one whose term index is not built): a text written in full-width
+    letters ("ＳＱＬ") holds only the full-width needle. A text mixing both widths inside one
+    needle ("ＰｏｓｔｇｒｅSQL"), or holding other compatibility characters (ligatures,
+    circled digits), is then not found: the term index knows those texts
+    (:attr:`~memory_rdf._oxigraph.term_index.TermIndex.unfolded`), and a recall that has it
+    reads them whole."""
+    return list(dict.fromkeys(f for n in needles for f in (n, n.translate(_FULL_WIDTH))))
 
 
 def is_stop_keyword(keyword: str) -> bool:
@@ -542,7 +605,7 @@ def keyword_rule(keyword: str) -> KeywordRule:
     """The :class:`KeywordRule` of one keyword (cached)."""
     low = normalize(keyword).lower().strip()
     if _HAN_RE.search(low):
-        return KeywordRule(low, True, frozenset(), _with_full_width((low,)))
+        return KeywordRule(low, True, frozenset(), (low,))
     words = [m.group(2) for m in _SCAN_RE.finditer(low) if m.group(2) is not None]
     content = [w for w in words if _latin(w) is not None] or words
     stems: set[str] = set()
@@ -554,8 +617,8 @@ def keyword_rule(keyword: str) -> KeywordRule:
         if len(roots[0]) >= len(needles[0]) or needles == (low,):
             needles = roots
     if not stems:
-        return KeywordRule(low, False, frozenset(), _with_full_width((low,)))
-    return KeywordRule(low, False, frozenset(stems), _with_full_width(needles))
+        return KeywordRule(low, False, frozenset(), (low,))
+    return KeywordRule(low, False, frozenset(stems), needles)
 
 
 def keyword_rules(keywords: Iterable[str]) -> list[KeywordRule]:

@@ -8,14 +8,17 @@ over it must be those of the SPARQL path (``keyword_entry.rq``), which stays the
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memory_rdf import Config, MemoryManager
 from memory_rdf import backup as backup_api
 from memory_rdf._oxigraph import AgentStore
 from memory_rdf._oxigraph import term_index as ti
+from memory_rdf._text import UNFOLDED, WIDE_MARKS, fold, fold_class
 
-from _graph import KeywordEntry, ids_by_content, set_strength
+from _graph import NODE, KeywordEntry, ids_by_content, set_strength
 from helpers import FAST, remember
 
 QUERIES = [
@@ -59,6 +62,7 @@ def _check(mem: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
     assert kept.lengths == fresh.lengths
     assert {n: set(t) for n, t in kept.terms_of.items()} == \
         {n: set(t) for n, t in fresh.terms_of.items()}
+    assert kept.unfolded >= fresh.unfolded and kept.marked | kept.unfolded >= fresh.marked
     _check_texts(store)
 
 
@@ -72,9 +76,14 @@ def _check_texts(store: AgentStore) -> None:
                       "{ ?n memory:keyword ?t } }")
     assert rows
     for iri, text in rows:
-        low = str(text).lower()
+        low = fold(str(text).lower())  # as the keyword test compares it
         for needle in {low, *low, *(low[i : i + 2] for i in range(len(low) - 1))}:
             assert kept.may_hold([iri], [needle]) == [iri], (iri, text, needle)
+        kind = fold_class(str(text).lower())  # the store's CONTAINS cannot fold it
+        if kind == UNFOLDED:
+            assert iri in kept.unfolded, (iri, text)
+        elif kind == WIDE_MARKS:
+            assert iri in kept.marked or iri in kept.unfolded, (iri, text)
 
 
 def test_index_follows_every_write_path(make_manager, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -163,6 +172,24 @@ def test_keyword_recall_text_is_the_same_with_and_without_the_index(
     assert _store(mem).terms.builds == 1
 
 
+def _keyword_tests(mem: MemoryManager) -> list[tuple[set[str], bool]]:
+    """Each keyword test the agent's store answers from now on (``matching_texts.rq``,
+    ``matching_nodes.rq``): the ids of the nodes it is asked about, and whether it looks for
+    needles in their texts (``CONTAINS``) or returns them whole."""
+    store = _store(mem)
+    asked: list[tuple[set[str], bool]] = []
+    real = store.rows
+
+    def spy(query: str) -> list:
+        if query.startswith(("# matching_texts", "# matching_nodes")):
+            asked.append((set(re.findall(f"<{re.escape(NODE)}([0-9a-f]+)>", query)),
+                          "FILTER(CONTAINS(" in query or "__needle" in query))
+        return real(query)
+
+    store.rows = spy  # type: ignore[method-assign]
+    return asked
+
+
 def test_the_keyword_test_reads_the_texts_of_the_nodes_that_may_match_only(
     make_manager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,24 +200,75 @@ def test_the_keyword_test_reads_the_texts_of_the_nodes_that_may_match_only(
         remember(mem, text)
         remember(mem, f"lunch menu item {i}")
     ids = ids_by_content(mem)
-    every = list(ids.values())
-    searcher = mem._searcher
-    # a focus-only recall does not build the index for its keyword test
-    assert "retention" in mem.recall(["retention"], depth=1, entry="focus")
+    asked = _keyword_tests(mem)
+
+    def nodes_asked(keywords: list[str], entry: str) -> set[str]:
+        asked.clear()
+        mem.recall(keywords, depth=4, entry=entry, max_chars=None)
+        assert asked and all(needles for _, needles in asked)
+        return set().union(*(nodes for nodes, _ in asked))
+
+    # a focus-only recall does not build the index for its keyword test: every node reached
+    reached = nodes_asked(["retention"], "focus")
     assert _store(mem).terms.builds == 0
-    assert searcher.may_match(every, ["retention"]) == every
+    assert reached >= {n for c, n in ids.items() if c.startswith("lunch menu item")}
     mem.recall(["retention"], entry="both")  # the keyword entry builds it
     assert _store(mem).terms.builds == 1
-    kept = set(searcher.may_match(every, ["retention"]))
+    kept = nodes_asked(["retention"], "focus")
     holding = {n for c, n in ids.items() if "retention" in c.lower()}
     assert holding and holding <= kept
     # "retention" has 8 character pairs: a node without them passes with p < 1e-4
     assert not kept & {n for c, n in ids.items() if c.startswith("lunch menu item")}
-    assert set(searcher.may_match(every, ["订单"])) >= {
-        n for c, n in ids.items() if "订单" in c}
-    # without the index (another kind of store, or turned off) every node is asked about
+    assert nodes_asked(["订单"], "focus") >= {n for c, n in ids.items() if "订单" in c}
+    # without the index (another kind of store, or turned off) every node reached is asked
     monkeypatch.setattr(ti, "ENABLED", False)
-    assert searcher.may_match(every, ["retention"]) == every
+    assert nodes_asked(["retention"], "focus") == reached
+
+
+def test_texts_mixing_widths_or_other_compatibility_forms_match_by_their_folded_form(
+    make_manager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text is compared with the keywords NFKC-folded and lower-cased (SPEC §5.4 v3 rule 4,
+    §5.5): "postgresql" finds "ＰｏｓｔｇｒｅSQL" (widths mixed inside one word), "finance" finds
+    "ﬁnance" (a ligature), "支付页api" finds "支付页ＡPI", "部署:周三" finds "部署：周三"
+    (full-width punctuation, the needle's own mixed with ASCII). The store's prefilter compared
+    the raw text with the needles and their full-width forms, so these matched nothing; the
+    term index now knows the texts that do not fold alike, and the store returns them whole."""
+    mem = make_manager(config=Config(auto_compress=False))
+    mixed, ligature, han = ("orders moved to ＰｏｓｔｇｒｅSQL last week",
+                            "the ﬁnance team owns the budget", "重写了支付页ＡPI的重试")
+    marked = "上线定了，部署：周三 v2.0"
+    for text in (mixed, ligature, han, marked, *(f"lunch menu item {i}" for i in range(6))):
+        remember(mem, text)
+    mem.recall(["lunch"], entry="both")  # the keyword entry builds the index
+    asked = _keyword_tests(mem)
+    for entry in ("focus", "keywords", "both"):
+        for keywords, text in ((["postgresql"], mixed), (["finance"], ligature),
+                               (["支付页api"], han), (["budget", "finance"], ligature),
+                               (["部署:周三"], marked), (["定了,部署"], marked)):
+            got = mem.recall(keywords, depth=2, entry=entry, max_chars=None)
+            assert text in got, (entry, keywords, got)
+            assert "lunch menu" not in got
+    # listed by memories(keywords=) too, in their place among the others (newest first)
+    everything = [m["content"] for m in mem.memories(limit=None)]
+    for keywords, text in ((["postgresql"], mixed), (["支付页api"], han)):
+        assert [m["content"] for m in mem.memories(keywords=keywords)] == [text]
+    listed = [m["content"] for m in mem.memories(keywords=["finance", "lunch"], limit=None)]
+    assert listed == [c for c in everything if c == ligature or c.startswith("lunch menu")]
+    since = mem.memories(keywords=["lunch"], limit=1)[0]["created_at"]
+    assert [m["content"] for m in mem.memories(keywords=["finance", "lunch"], since=since)] \
+        == listed[:1]
+    assert _store(mem).terms.builds == 1
+    # the texts that fold alike are still tested by the store: only the others come whole
+    ids = ids_by_content(mem)
+    whole = set().union(*(nodes for nodes, needles in asked if not needles))
+    assert whole == {ids[mixed], ids[ligature], ids[han], ids[marked]}
+    # a text whose full-width punctuation is all that differs: tested by the store for a
+    # keyword without punctuation
+    asked.clear()
+    assert marked in mem.recall(["部署", "周三"], depth=2, entry="both", max_chars=None)
+    assert asked and not any(ids[marked] in nodes for nodes, needles in asked if not needles)
+    _check_texts(_store(mem))
 
 
 def test_the_keyword_test_finds_the_same_nodes_whatever_the_texts_case(

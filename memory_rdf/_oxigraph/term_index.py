@@ -32,6 +32,7 @@ import pyoxigraph as ox
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph.batch import WriteBatch
 from memory_rdf._oxigraph.render import _template, _terms
+from memory_rdf._text import UNFOLDED, WIDE_MARKS, fold, fold_class, has_marks
 
 if TYPE_CHECKING:
     from memory_rdf._oxigraph.agent_store import AgentStore
@@ -84,14 +85,14 @@ def _grams(text: str) -> set[str]:
 
 def signature(texts: Iterable[str], bits: int = 0) -> int:
     """A node's text signature: a one-hash Bloom filter of the characters and character
-    pairs of its texts (content and keywords), lower-cased as the recall's keyword test
-    lower-cases them (``LCASE``, ``str.lower``), each text on its own (no pair spans two).
-    The filter's size m (a power of two, :data:`SIGNATURE_MIN` … :data:`SIGNATURE_MAX`) is
-    kept in the value itself, as its highest bit (bit m). ``bits``: a signature to add the
-    texts to (its size is kept)."""
+    pairs of its texts (content and keywords), lower-cased and folded as the recall's keyword
+    test compares them (``LCASE``, ``str.lower``, then :func:`~memory_rdf._text.fold`: "ＳＱＬ"
+    as "sql"), each text on its own (no pair spans two). The filter's size m (a power of two,
+    :data:`SIGNATURE_MIN` … :data:`SIGNATURE_MAX`) is kept in the value itself, as its
+    highest bit (bit m). ``bits``: a signature to add the texts to (its size is kept)."""
     grams: set[str] = set()
     for text in texts:
-        grams |= _grams(text.lower())
+        grams |= _grams(fold(text.lower()))
     if bits:
         size = bits.bit_length() - 1
     else:
@@ -119,9 +120,10 @@ class TermIndex:
     """``term → {node IRI}`` and ``node IRI → termCount``, as of the store's commit
     ``generation`` (read and changed only with :attr:`TermIndexes.lock` held); and each
     node's text signature (:func:`signature`), which tells the recall's keyword test which
-    nodes cannot hold a needle (:meth:`may_hold`)."""
+    nodes cannot hold a needle (:meth:`may_hold`), and which nodes have a text that does not
+    fold alike (:attr:`unfolded`, :attr:`marked`)."""
 
-    __slots__ = ("generation", "lengths", "postings", "terms_of", "texts")
+    __slots__ = ("generation", "lengths", "marked", "postings", "terms_of", "texts", "unfolded")
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
@@ -133,11 +135,20 @@ class TermIndex:
         #: deleted leaves its bits: a node is then tested by the store for nothing); a node
         #: without texts has none.
         self.texts: dict[str, int] = {}
+        #: the nodes one of whose texts, lower-cased, is not its own fold (full-width letters,
+        #: a curly apostrophe…, :data:`~memory_rdf._text.UNFOLDED`): a store's ``CONTAINS`` on
+        #: the raw text may miss what the folded text holds, so the keyword test reads their
+        #: texts whole; and those whose texts differ from their folds in full-width punctuation
+        #: only (:data:`~memory_rdf._text.WIDE_MARKS`: a Chinese "：", "，"), read whole for a
+        #: needle that holds punctuation. Supersets too: a text deleted leaves its node.
+        self.unfolded: set[str] = set()
+        self.marked: set[str] = set()
 
     def may_hold(self, nodes: Sequence[str], needles: Sequence[str]) -> list[str]:
-        """Those of ``nodes`` (IRIs) one of whose texts, lower-cased, may hold one of the
-        lower-cased ``needles`` as a substring; the others certainly hold none (a Bloom
-        filter has no false negatives). Order kept."""
+        """Those of ``nodes`` (IRIs) one of whose texts, lower-cased and folded
+        (:func:`~memory_rdf._text.fold`), may hold one of the lower-cased, folded ``needles``
+        as a substring; the others certainly hold none (a Bloom filter has no false
+        negatives). Order kept."""
         wanted = [needle_grams(n) for n in needles]
         if not wanted or any(w is None for w in wanted):
             return list(nodes)
@@ -186,11 +197,30 @@ class TermIndex:
             self.remove(node, term)
         self.lengths.pop(node, None)
         self.texts.pop(node, None)
+        self.unfolded.discard(node)
+        self.marked.discard(node)
 
     def add_texts(self, node: str, texts: Sequence[str]) -> None:
-        """Texts (content, keywords) written on ``node``: into its signature."""
+        """Texts (content, keywords) written on ``node``: into its signature, and the node
+        into :attr:`unfolded` or :attr:`marked` when one of them does not fold alike."""
         node = sys.intern(node)
         self.texts[node] = signature(texts, self.texts.get(node, 0))
+        kind = max(fold_class(text.lower()) for text in texts) if texts else 0
+        if kind == UNFOLDED:
+            self.unfolded.add(node)
+        elif kind == WIDE_MARKS:
+            self.marked.add(node)
+
+    def read_whole(self, nodes: Iterable[str], needles: Sequence[str]) -> list[str]:
+        """Those of ``nodes`` whose texts the keyword test reads whole for ``needles``, as a
+        store's ``CONTAINS`` cannot tell whether they hold one: :attr:`unfolded`, and
+        :attr:`marked` too when a needle holds punctuation or a space
+        (:func:`~memory_rdf._text.has_marks`)."""
+        unfolded = self.unfolded
+        marked = self.marked if self.marked and has_marks(needles) else None
+        if not unfolded and marked is None:
+            return []
+        return [n for n in nodes if n in unfolded or (marked is not None and n in marked)]
 
     def df(self, term: str) -> int:
         return len(self.postings.get(term, ()))
