@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import io
 import json
 import os
 import re
@@ -876,7 +877,8 @@ def _cell(term: dict[str, Any] | None) -> str:
     return str(value)
 
 
-def _python_cell(value: Any) -> str:
+def _cell_of(value: Any) -> str:
+    """A Python value of :func:`memory_rdf.inspect.sparql`'s triples as table text."""
     if isinstance(value, str) and "://" in value and " " not in value:
         return _short_iri(value)
     return str(value)
@@ -1003,6 +1005,44 @@ class _Capped:
         pass
 
 
+class _TripleRows:
+    """An N-Triples parser's sink (rdflib's): each triple as a table row, in order."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[str]] = []
+
+    def triple(self, *terms: Any) -> None:
+        self.rows.append([_term_cell(t) for t in terms])
+
+
+def _term_cell(term: Any) -> str:
+    """An rdflib term as table text, as :func:`_cell` shows a SELECT's."""
+    from rdflib import BNode, Literal, URIRef
+
+    if isinstance(term, URIRef):
+        return _short_iri(str(term))
+    if isinstance(term, BNode):
+        return f"_:{term}"
+    if isinstance(term, Literal) and term.language:
+        return f"{term}@{term.language}"
+    return str(term)
+
+
+def _triples(raw: bytes) -> list[list[str]] | None:
+    """The table rows of a CONSTRUCT / DESCRIBE answer given as N-Triples (rdflib's parser:
+    cli.py keeps to public names, and the engine stays in the storage package), in order;
+    None when the parser cannot read them."""
+    from rdflib.plugins.parsers.ntriples import ParseError, W3CNTriplesParser
+
+    sink = _TripleRows()
+    try:
+        parser = W3CNTriplesParser(sink=sink)  # type: ignore[arg-type]  # any .triple() sink
+        parser.parse(io.BytesIO(raw), bnode_context={})
+    except ParseError:
+        return None
+    return sink.rows
+
+
 def _sparql(agent: str, text: str, fmt: str, data_dir: Where, timeout: float | None) -> None:
     """The query's rows printed in ``fmt``; QueryTimeoutError past ``timeout`` seconds of
     the query (None: no limit)."""
@@ -1019,20 +1059,21 @@ def _sparql(agent: str, text: str, fmt: str, data_dir: Where, timeout: float | N
     inspect.sparql(agent, text, data_dir, format="json", timeout=timeout,
                    output=buffer)  # type: ignore[arg-type]
     raw = bytes(buffer.data)
-    # SELECT / ASK: a JSON results document; CONSTRUCT / DESCRIBE: triples
-    result = (json.loads(raw) if raw.lstrip().startswith(b"{")
-              else inspect.sparql(agent, text, data_dir, timeout=timeout, limit=100_000))
     out = _stdout()
-    if isinstance(result, dict) and "boolean" in result:
-        click.echo("true" if result["boolean"] else "false")
-        return
-    if isinstance(result, dict):
+    if not raw.lstrip().startswith(b"{"):  # CONSTRUCT / DESCRIBE: N-Triples, read here
+        columns = ["subject", "predicate", "object"]
+        parsed = _triples(raw)
+        rows = parsed if parsed is not None else [  # rdflib could not read them: run again
+            [_cell_of(v) for v in triple]
+            for triple in inspect.sparql(agent, text, data_dir, timeout=timeout, limit=100_000)]
+    else:  # SELECT / ASK: a JSON results document
+        result = json.loads(raw)
+        if "boolean" in result:
+            click.echo("true" if result["boolean"] else "false")
+            return
         columns = list(result.get("head", {}).get("vars", []))
         bindings = result.get("results", {}).get("bindings", [])
         rows = [[_cell(b.get(c)) for c in columns] for b in bindings]
-    else:
-        columns = ["subject", "predicate", "object"]
-        rows = [[_python_cell(v) for v in triple] for triple in result]
     table = Table(caption=f"{len(rows)} row{'s' if len(rows) != 1 else ''}")
     for c in columns:
         table.add_column(c, overflow="fold")

@@ -352,6 +352,36 @@ def test_sparql_json_csv_and_table(work: Path, store_dir: Path) -> None:
     assert "node:" in table.stdout and "phrase" in table.stdout
 
 
+def test_sparql_table_runs_a_construct_once(work: Path, store_dir: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memory-rdf sparql`` in a table reads a CONSTRUCT's triples from its one run; it ran
+    the query a second time for them (a whole copy of the store and the query again)."""
+    from click.testing import CliRunner
+
+    import memory_rdf.inspect
+    from memory_rdf.cli import cli as group
+
+    query = ("CONSTRUCT { ?n memory:phrase ?p ; memory:createdAt ?c } "
+             "WHERE { ?n a memory:Node ; memory:phrase ?p ; memory:createdAt ?c }")
+    runs: list[str | None] = []
+    real = memory_rdf.inspect.sparql
+
+    def counted(*args: object, **kw: object) -> object:
+        runs.append(kw.get("format"))  # type: ignore[arg-type]
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_rdf.inspect, "sparql", counted)
+    result = CliRunner().invoke(group, ["sparql", "bot", query, "--data-dir", str(store_dir)])
+    assert result.exit_code == 0, result.output
+    assert runs == ["json"]
+    triples = cli(work, "sparql", "bot", query, "--format", "json", data_dir=store_dir)
+    assert triples.returncode == 0, triples.stderr
+    count = len(triples.stdout.strip().splitlines())
+    assert count > 0 and f"{count} row{'s' if count != 1 else ''}" in result.output
+    assert "node:" in result.output and "memory:phrase" in result.output
+    assert "memory:createdAt" in result.output
+
+
 def test_sparql_refuses_updates_and_reports_bad_queries(work: Path, store_dir: Path) -> None:
     before = _count_triples(work, store_dir, "bot")
     update = cli(work, "sparql", "bot", "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
