@@ -747,6 +747,9 @@ class Vectors:
                 "vectors": len(self.index) if self.index is not None else 0,
                 "vectors_missing": len(self.missing),
                 "vector_dimension": self.dimension,
+                # how a semantic search is answered now: through the sketch, or exactly
+                "vector_search": ("two-stage" if self.index is not None
+                                  and self.index.approximate else "exact"),
                 "embedder_requests": self.requests,
                 "embedder_failures": self.failures,
             }

@@ -92,7 +92,7 @@ def test_hotel_finds_the_ryokan_by_meaning(make_manager: Callable[..., MemoryMan
     assert "ryokan" in mem.recall([], entry="semantic", query="Which hotel did we stay at?")
     stats = mem.stats()
     assert stats["vectors"] == stats["nodes"] == 3 and stats["vectors_missing"] == 0
-    assert stats["embedder"] == "concepts"
+    assert stats["embedder"] == "concepts" and stats["vector_search"] == "exact"
 
 
 def test_a_chinese_paraphrase_is_found(make_manager: Callable[..., MemoryManager],
