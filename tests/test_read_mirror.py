@@ -498,6 +498,22 @@ def test_the_level_query_reads_live_links_only(data_dir: Path, model: ScriptedMo
         assert mem.recall(["JWT"], depth=3, max_chars=0, entry="both") == text
 
 
+def test_the_level_query_names_its_graphs_with_serialized_terms_only() -> None:
+    """``# @named`` renders ``FROM NAMED`` of serialized graph terms; dropped for None (every
+    graph, as the file runs as-is); an empty list, which would read every graph too, and a raw
+    string are refused."""
+    from memory_rdf._oxigraph import render
+
+    live = iri_ref(V.MIRROR_LINKS + "out")
+    common = {"sources": [node_ref("0" * 32)], "threshold": lit(0.01)}
+    assert f"FROM NAMED {live}" in render("mirror_outgoing", graphs=[live], **common)
+    assert "FROM NAMED <" not in render("mirror_outgoing", graphs=None, **common)
+    with pytest.raises(ValueError, match="every graph"):
+        render("mirror_outgoing", graphs=[], **common)
+    with pytest.raises(TypeError):
+        render("mirror_outgoing", graphs=["<urn:x> } DELETE WHERE { ?s ?p ?o"], **common)
+
+
 def test_every_update_template_is_known_to_the_link_index() -> None:
     """A shipped update either touches nothing the index is derived from (listed), or is
     followed by link_index.plan; an unknown one makes the mirror derive its whole index again
