@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from memory_rdf import _vocab as V
@@ -408,9 +409,7 @@ class Searcher:
             for node in frontier:
                 adjacency[node] = fetched.get(node, [])
             # every target once, in order of discovery (C-level: ~3,600 links at depth 4)
-            ends: dict[str, None] = {}
-            for links in fetched.values():
-                ends.update(dict.fromkeys(map(_TARGET, links)))
+            ends = dict.fromkeys(map(_TARGET, chain.from_iterable(fetched.values())))
             frontier = [t for t in ends if t not in reached]
             reached.update(dict.fromkeys(frontier))
         for targets in adjacency.values():
