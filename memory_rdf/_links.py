@@ -95,6 +95,20 @@ def _graph(iri: str) -> tuple[bool, str | None]:
     return found
 
 
+@lru_cache(maxsize=256)
+def _link_graphs(graphs: tuple[str, ...], lost: bool,
+                 relations: tuple[str, ...] | None) -> tuple[Term, ...]:
+    """Of a read mirror's named ``graphs``, the link graphs of live (``lost``: forgotten)
+    targets of the given relations (None: any), as terms; cached (a walk level asks)."""
+    out: list[Term] = []
+    for graph in graphs:
+        kind = graph_link(graph)
+        if kind is not None and kind[0] == lost and (
+                relations is None or (kind[1] is not None and kind[1] in relations)):
+            out.append(iri_ref(graph))
+    return tuple(out)
+
+
 class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
@@ -143,7 +157,9 @@ class LinkStore:
                 live.setdefault(node_id(s), []).append((node_id(t), w))
         return live, dangling
 
-    def _mirror_graphs(self, lost: bool, relations: Sequence[str] | None) -> list[Term] | None:
+    def _mirror_graphs(
+        self, lost: bool, relations: Sequence[str] | None
+    ) -> tuple[Term, ...] | None:
         """The read mirror's link graphs of live (``lost``: forgotten) targets, of the given
         relations (None: any), for a ``mirror_*.rq`` query's ``FROM NAMED``; None when no read
         mirror serves reads (an endpoint has none)."""
@@ -151,13 +167,7 @@ class LinkStore:
         graphs = None if local is None else local.mirror_graphs()
         if graphs is None:
             return None
-        out: list[Term] = []
-        for graph in graphs:
-            kind = graph_link(graph)
-            if kind is not None and kind[0] == lost and (
-                    relations is None or (kind[1] is not None and kind[1] in relations)):
-                out.append(iri_ref(graph))
-        return out
+        return _link_graphs(tuple(graphs), lost, None if relations is None else tuple(relations))
 
     def replies(
         self, sources: Sequence[str], relations: Sequence[str] | None
@@ -191,7 +201,7 @@ class LinkStore:
             ))
 
     def _indexed_rows(
-        self, name: str, sources: Sequence[str], graphs: list[Term]
+        self, name: str, sources: Sequence[str], graphs: Sequence[Term]
     ) -> list[Sequence[Any]] | None:
         """Rows (pyoxigraph terms) of the link-quad query ``name`` (``mirror_*.rq``) for
         ``sources``, a chunk at a time, over live links of the link ``graphs``
