@@ -46,10 +46,10 @@ def dict_reference(mem: MemoryManager) -> tuple[dict, dict, dict]:
         """SELECT ?s ?t ?w ?r WHERE { ?l memory:source ?s ; memory:target ?t ; memory:strength ?w .
            ?t memory:scanCount ?alive . OPTIONAL { ?l memory:relation ?r } }"""
     )
-    adjacency: dict[str, list[tuple[str, float, str]]] = {}
+    adjacency: dict[str, list[tuple[str, float]]] = {}
     for r in rows:  # type: ignore[union-attr]
         adjacency.setdefault(r["s"][len(NODE):], []).append(  # type: ignore[index]
-            (r["t"][len(NODE):], r["w"], r.get("r", ""))  # type: ignore[index,union-attr]
+            (r["t"][len(NODE):], r["w"])  # type: ignore[index]
         )
     for targets in adjacency.values():
         targets.sort(key=lambda t: (-t[1], t[0]))

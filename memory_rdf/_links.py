@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from memory_rdf import _vocab as V
@@ -27,7 +28,12 @@ from memory_rdf._oxigraph import (
     render,
     triple,
 )
-from memory_rdf._oxigraph.link_index import graph_link, link_graph
+from memory_rdf._oxigraph.link_index import graph_link
+
+#: A strength's lexical form (as the read mirror gives it) → its float. A walk level reads up
+#: to thousands of strengths, often the same few values (a link starts at a configured
+#: strength): parsing a shortest-repr double (~1,500 instructions) cost more than the lookup.
+_strength = lru_cache(maxsize=4096)(float)
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,20 @@ def _graph(iri: str) -> tuple[bool, str | None]:
     return found
 
 
+@lru_cache(maxsize=256)
+def _link_graphs(graphs: tuple[str, ...], lost: bool,
+                 relations: tuple[str, ...] | None) -> tuple[Term, ...]:
+    """Of a read mirror's named ``graphs``, the link graphs of live (``lost``: forgotten)
+    targets of the given relations (None: any), as terms; cached (a walk level asks)."""
+    out: list[Term] = []
+    for graph in graphs:
+        kind = graph_link(graph)
+        if kind is not None and kind[0] == lost and (
+                relations is None or (kind[1] is not None and kind[1] in relations)):
+            out.append(iri_ref(graph))
+    return tuple(out)
+
+
 class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
@@ -99,46 +119,34 @@ class LinkStore:
 
     def outgoing(
         self, sources: Sequence[str], relations: Sequence[str] | None
-    ) -> tuple[dict[str, list[tuple[str, float, str]]], list[tuple[str, float, str]]]:
-        """Live links out of ``sources``, split by their target: ``source → [(target,
-        strength, relation), …]`` of links to live nodes (a source without any: absent or []), and
-        ``(source, strength, relation)`` of dangling ones; relation "" = unnamed. From the read
-        mirror's link quads when the store has one (``mirror_outgoing.rq``: one lookup per
-        link), else from the SPEC §2 link resources (``outgoing_links.rq``); the same rows
-        either way, in the engine's order."""
-        live: dict[str, list[tuple[str, float, str]]] = {}
-        dangling: list[tuple[str, float, str]] = []
-        graphs = None if relations is None else [
-            iri_ref(link_graph(live, r).value) for live in (True, False) for r in relations]
-        indexed = self._indexed_rows("mirror_outgoing", sources, graphs)
+    ) -> tuple[dict[str, list[tuple[str, float]]], list[tuple[str, float, str]] | None]:
+        """Live links out of ``sources``: ``source → [(target, strength), …]`` of links to
+        live nodes (a source without any: absent or []), and ``(source, strength, relation)``
+        of dangling ones (relation "" = unnamed), or None when they were not read. From the
+        read mirror's link quads when the store has one (``mirror_outgoing.rq``: one lookup
+        per link, the link graphs of live targets only: the dangling links are looked up for
+        the results alone, :meth:`dangling_outgoing`), else from the SPEC §2 link resources
+        (``outgoing_links.rq``); the same links either way, in the engine's order."""
+        live: dict[str, list[tuple[str, float]]] = {}
+        graphs = self._mirror_graphs(False, relations)
+        indexed = None if graphs is None else self._indexed_rows("mirror_outgoing", sources,
+                                                                 graphs)
         if indexed is not None:
             # A source's rows come together: its id and its list are looked up once for them
-            # (a third of this loop at depth 4, benchmarks/PROFILE.md). A graph's kind (None:
-            # filtered out) is read once a query; the link quads' ends are always node IRIs
-            # (link_index.py), so a target's id is its IRI after the prefix.
+            # (a third of this loop at depth 4, benchmarks/PROFILE.md); the link quads' ends
+            # are always node IRIs (link_index.py), so a target's id is its IRI after the
+            # prefix. Three terms a row (no graph: ~30% of a level's cost, issue 38).
             previous: object = None
-            source = ""
-            links: list[tuple[str, float, str]] = []
-            kinds: dict[str, tuple[bool, str] | None] = {}
+            links: list[tuple[str, float]] = []
             cut = len(V.NODE)
-            for s, t, w, g in indexed:
-                gv = g.value
-                if gv in kinds:
-                    kind = kinds[gv]
-                else:
-                    lost, relation = _graph(gv)
-                    wanted = relations is None or (relation is not None and relation in relations)
-                    kind = kinds[gv] = (lost, relation or "") if wanted else None
-                if kind is None:
-                    continue
+            strength = _strength
+            for s, t, w in indexed:
                 if s != previous:
-                    previous, source = s, s.value[cut:]
-                    links = live.setdefault(source, [])
-                if kind[0]:
-                    dangling.append((source, float(w.value), kind[1]))
-                else:
-                    links.append((t.value[cut:], float(w.value), kind[1]))
-            return live, dangling
+                    previous = s
+                    links = live.setdefault(s.value[cut:], [])
+                links.append((t.value[cut:], strength(w.value)))
+            return live, None
+        dangling: list[tuple[str, float, str]] = []
         for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
                                                        relations):
             if not named(rel, relations):
@@ -146,8 +154,20 @@ class LinkStore:
             if alive is None:
                 dangling.append((node_id(s), w, rel or ""))
             else:
-                live.setdefault(node_id(s), []).append((node_id(t), w, rel or ""))
+                live.setdefault(node_id(s), []).append((node_id(t), w))
         return live, dangling
+
+    def _mirror_graphs(
+        self, lost: bool, relations: Sequence[str] | None
+    ) -> tuple[Term, ...] | None:
+        """The read mirror's link graphs of live (``lost``: forgotten) targets, of the given
+        relations (None: any), for a ``mirror_*.rq`` query's ``FROM NAMED``; None when no read
+        mirror serves reads (an endpoint has none)."""
+        local = self._store.local
+        graphs = None if local is None else local.mirror_graphs()
+        if graphs is None:
+            return None
+        return _link_graphs(tuple(graphs), lost, None if relations is None else tuple(relations))
 
     def replies(
         self, sources: Sequence[str], relations: Sequence[str] | None
@@ -181,17 +201,18 @@ class LinkStore:
             ))
 
     def _indexed_rows(
-        self, name: str, sources: Sequence[str], graphs: list[Term] | None = None
+        self, name: str, sources: Sequence[str], graphs: Sequence[Term]
     ) -> list[Sequence[Any]] | None:
         """Rows (pyoxigraph terms) of the link-quad query ``name`` (``mirror_*.rq``) for
-        ``sources``, a chunk at a time, over live links (of the link ``graphs`` only, when
-        given and the query takes them); None when no read mirror serves
-        reads — not before, nor at any chunk (a mirror renewed meanwhile): then ask the SPEC
-        §2 layout for all of them."""
+        ``sources``, a chunk at a time, over live links of the link ``graphs``
+        (:meth:`_mirror_graphs`; none: no rows); None when no read mirror serves reads — at
+        any chunk (a mirror renewed meanwhile): then ask the SPEC §2 layout for all of them."""
         local = self._store.local
-        if local is None or not local.mirrored:  # an endpoint has no read mirror
+        if local is None:  # an endpoint has no read mirror
             return None
         out: list[Sequence[Any]] = []
+        if not graphs:  # FROM NAMED of no graph would read every one
+            return out
         for part in chunks(sources):
             rows = local.mirror_rows(render(
                 name, sources=[node_ref(i) for i in part], threshold=self._threshold,
@@ -212,7 +233,8 @@ class LinkStore:
         (``dangling_targets.rq``), then strength and relation of just those links by IRI
         (``dangling_link_details.rq``) — instead of reading every link resource of every
         source (``dangling_links.rq``: the same answer, dearer; benchmarks/profile_recall.py)."""
-        indexed = self._indexed_rows("mirror_lost", sources)
+        graphs = self._mirror_graphs(True, relations)
+        indexed = None if graphs is None else self._indexed_rows("mirror_lost", sources, graphs)
         if indexed is not None:
             found: list[tuple[str, float, str]] = []
             for s, w, g in indexed:

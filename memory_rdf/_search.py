@@ -5,9 +5,11 @@ is fetched from the store level by level: one ``outgoing_links`` query per hop f
 frontier (never one per node), one ``matching_nodes`` query for the keyword test, and text
 only for the results. Every node the walk can expand (hop < depth along its first, best
 path) is within ``depth - 1`` hops of a seed, so fetching BFS levels ``0 … depth-1`` gives the
-walk every edge it can use. The level queries return the frontier's dangling links too, so
-the perception entries (SPEC §5.4) need a lookup only for results that were never expanded
-(``dangling_targets`` through the shortcut triples, then ``dangling_link_details``); see
+walk every edge it can use. On the SPEC §2 layout the level queries return the frontier's
+dangling links too, so the perception entries (SPEC §5.4) need a lookup only for results that
+were never expanded (``dangling_targets`` through the shortcut triples, then
+``dangling_link_details``); on the read mirror the level queries read the live link graphs
+only, and the results' dangling links are looked up (``mirror_lost``); see
 ``benchmarks/PROFILE.md``.
 
 The seeds are the focus (SPEC §5.4) and/or the keyword entry (SPEC §5.5,
@@ -25,6 +27,7 @@ import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from memory_rdf import _vocab as V
@@ -139,7 +142,7 @@ class Seed:
 
 def walk(
     seeds: Sequence[Seed],
-    adjacency: dict[str, list[tuple[str, float, str]]],
+    adjacency: dict[str, list[tuple[str, float]]],
     matches: set[str] | None,
     depth: int,
     limit: int,
@@ -147,8 +150,8 @@ def walk(
 ) -> list[Hit]:
     """The best-first walk of SPEC §5.4 steps 2–3 over an in-memory adjacency.
 
-    ``adjacency[node]`` lists ``(target, strength, relation)`` of the live, relation-filtered
-    links to live nodes; ``matches`` is None when every node matches. Priority: higher path
+    ``adjacency[node]`` lists ``(target, strength)`` of the live, relation-filtered links to
+    live nodes; ``matches`` is None when every node matches. Priority: higher path
     strength, then more recent seed, then discovery order. ``skip``: nodes that match
     nothing and are never expanded (no path of fewer than ``depth`` hops reaches them):
     visiting them changes nothing, so they are not pushed.
@@ -181,7 +184,7 @@ def walk(
                 break
         if hop < depth:
             nxt = hop + 1
-            for target, strength, _rel in adjacency.get(node, ()):
+            for target, strength in adjacency.get(node, ()):
                 if target in visited:
                     continue
                 key = (neg * strength, rank)
@@ -235,14 +238,15 @@ _STRENGTH = operator.itemgetter(1)
 class Graph:
     """What a recall reads of the network before walking it (:meth:`Searcher.fetch`)."""
 
-    #: node → ``(target, strength, relation)`` of its live links to live nodes, for every node
-    #: whose links were read (the BFS levels ``0 … depth-1``), strongest first, then target id.
-    adjacency: dict[str, list[tuple[str, float, str]]]
+    #: node → ``(target, strength)`` of its live links to live nodes, for every node whose
+    #: links were read (the BFS levels ``0 … depth-1``), strongest first, then target id.
+    adjacency: dict[str, list[tuple[str, float]]]
     #: every node reached, seeds first, in BFS order.
     reached: list[str]
     #: node → relations of its live dangling links (strongest first), for the nodes of
-    #: ``adjacency`` that have any.
-    dangling: dict[str, list[str]]
+    #: ``adjacency`` that have any; None when the level queries did not read them (the read
+    #: mirror's: only the results' are looked up, :meth:`Searcher.render`).
+    dangling: dict[str, list[str]] | None
     #: the nodes ``depth`` hops from the seeds and no fewer (never expanded by the walk).
     last: Sequence[str] = ()
 
@@ -390,21 +394,22 @@ class Searcher:
     def fetch(self, seeds: Sequence[Seed], depth: int, relations: Sequence[str] | None) -> Graph:
         """The walk's graph: adjacency of every node within ``depth - 1`` hops, every node
         reached, and the dangling links of every node whose links were read."""
-        adjacency: dict[str, list[tuple[str, float, str]]] = {}
+        adjacency: dict[str, list[tuple[str, float]]] = {}
         reached: dict[str, None] = dict.fromkeys(s.node for s in seeds)
         frontier = list(reached)
-        lost: list[tuple[str, float, str]] = []
+        lost: list[tuple[str, float, str]] | None = []
         for _ in range(depth):
             if not frontier:
                 break
             fetched, dangling = self._links.outgoing(frontier, relations)
-            lost.extend(dangling)
+            if dangling is None or lost is None:
+                lost = None
+            else:
+                lost.extend(dangling)
             for node in frontier:
                 adjacency[node] = fetched.get(node, [])
             # every target once, in order of discovery (C-level: ~3,600 links at depth 4)
-            ends: dict[str, None] = {}
-            for links in fetched.values():
-                ends.update(dict.fromkeys(map(_TARGET, links)))
+            ends = dict.fromkeys(map(_TARGET, chain.from_iterable(fetched.values())))
             frontier = [t for t in ends if t not in reached]
             reached.update(dict.fromkeys(frontier))
         for targets in adjacency.values():
@@ -415,7 +420,8 @@ class Searcher:
                 targets.sort(key=_TARGET)
                 targets.sort(key=_STRENGTH, reverse=True)
         # after the loop, the frontier is the level `depth` (or empty, when it ended sooner)
-        return Graph(adjacency, list(reached), by_strength(lost), frontier)
+        return Graph(adjacency, list(reached), None if lost is None else by_strength(lost),
+                     frontier)
 
     def keyword_weights(self, keywords: Sequence[str], generation: int) -> list[float]:
         """The rarity weight of each recall keyword (:func:`keyword_weight`), from the term
@@ -616,8 +622,9 @@ class Searcher:
         for start in range(0, len(results), RENDER_CHUNK):
             part = [nid for nid in results[start : start + RENDER_CHUNK] if nid not in shown]
             texts = self._entries(part, dates or {})
-            dangling = {nid: graph.dangling[nid] for nid in part if nid in graph.dangling}
-            todo = [nid for nid in part if nid not in graph.adjacency]
+            read = graph.dangling
+            dangling = {} if read is None else {nid: read[nid] for nid in part if nid in read}
+            todo = part if read is None else [nid for nid in part if nid not in graph.adjacency]
             if todo:
                 dangling.update(self._links.dangling_outgoing(todo, relations))
             reply: dict[str, str] = {}

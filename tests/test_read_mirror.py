@@ -447,29 +447,71 @@ def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: Script
         assert text and any("mirror_outgoing" in q for q, _ in asked)
 
 
+def _level_graphs(reads: list[tuple[str, Any]]) -> set[tuple[bool, str | None] | None]:
+    """``(lost, relation)`` of every link graph the walk's level queries named (FROM NAMED)."""
+    import re
+
+    return {link_index.graph_link(g) for q, _ in reads if q.startswith("# mirror_outgoing")
+            for g in re.findall(r"FROM NAMED <([^>]+)>", q)}
+
+
 def test_a_relation_filter_is_applied_by_the_level_query(
     data_dir: Path, model: ScriptedModel
 ) -> None:
     """With ``relations``, the walk's level query reads only the links of those relations
-    (their link graphs, live and lost): no row is read only to be dropped in Python, and the
-    answer is the one without a mirror."""
+    (their live link graphs): no row is read only to be dropped in Python, and the answer is
+    the one without a mirror."""
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
         reads = _mirror_reads(mem)
-
-        def relations() -> set[str | None]:
-            return {link_index.graph_link(r[3].value)[1]  # type: ignore[index]
-                    for q, found in reads if q.startswith("# mirror_outgoing") and found
-                    for r in found}
-
         assert mem.recall(["JWT"], depth=3, max_chars=0)
-        assert relations() - {"owns"}  # the walk's nodes have links of other relations
+        assert {g[1] for g in _level_graphs(reads) if g} - {"owns"}  # other relations too
         reads.clear()
         text = mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0)
-        assert relations() <= {"owns"}
+        assert _level_graphs(reads) == {(False, "owns")}
+        assert any(found for q, found in reads if q.startswith("# mirror_outgoing"))
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
         assert mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0) == text
+
+
+def test_the_level_query_reads_live_links_only(data_dir: Path, model: ScriptedModel) -> None:
+    """The walk's level query reads the link graphs of live targets only, three terms a row
+    (source, target, strength; issue 38): a dangling link is looked up for the results alone
+    (``mirror_lost``), and the perception entry it makes is the one read without a mirror."""
+    with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
+        build(mem, model)
+        ids = {m["content"]: m["id"] for m in mem.memories(limit=None)}
+        assert mem.forget([ids["the token expires after two hours"]]) == 1
+        assert_in_step(mem)
+        reads = _mirror_reads(mem)
+        text = mem.recall(["JWT"], depth=3, max_chars=0, entry="both")
+        assert "expires" not in text and "I have forgotten" in text  # a perception entry
+        graphs = _level_graphs(reads)
+        assert graphs and all(g is not None and not g[0] for g in graphs), graphs
+        rows = [r for q, found in reads if q.startswith("# mirror_outgoing") for r in found]
+        assert rows and all(len(list(r)) == 3 for r in rows)
+        lost = V.NODE + ids["the token expires after two hours"]
+        assert lost not in {r[1].value for r in rows}
+        assert any(q.startswith("# mirror_lost") for q, _ in reads)
+    with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
+        assert mem.recall(["JWT"], depth=3, max_chars=0, entry="both") == text
+
+
+def test_the_level_query_names_its_graphs_with_serialized_terms_only() -> None:
+    """``# @named`` renders ``FROM NAMED`` of serialized graph terms; dropped for None (every
+    graph, as the file runs as-is); an empty list, which would read every graph too, and a raw
+    string are refused."""
+    from memory_rdf._oxigraph import render
+
+    live = iri_ref(V.MIRROR_LINKS + "out")
+    common = {"sources": [node_ref("0" * 32)], "threshold": lit(0.01)}
+    assert f"FROM NAMED {live}" in render("mirror_outgoing", graphs=[live], **common)
+    assert "FROM NAMED <" not in render("mirror_outgoing", graphs=None, **common)
+    with pytest.raises(ValueError, match="every graph"):
+        render("mirror_outgoing", graphs=[], **common)
+    with pytest.raises(TypeError):
+        render("mirror_outgoing", graphs=["<urn:x> } DELETE WHERE { ?s ?p ?o"], **common)
 
 
 def test_every_update_template_is_known_to_the_link_index() -> None:

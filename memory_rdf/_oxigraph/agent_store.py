@@ -529,11 +529,15 @@ class AgentStore(MemoryStore):
     def mirror_rows(self, query: str) -> list[Sequence[Any]] | None:
         """Rows (pyoxigraph terms, None unbound; the caller reads each ``value`` it needs) of a
         ``mirror_*.rq`` query over the mirror's link index; None: no mirror serves reads."""
-        mirror = self._mirror
-        copy = None if mirror is None else mirror.store
+        copy = getattr(self._mirror, "store", None)
         if copy is None:
             return None
         return self._solutions(copy, query, f"the read mirror of {self.path}")
+
+    def mirror_graphs(self) -> list[str] | None:
+        """The read mirror's named graphs (its link graphs); None: no mirror serves reads."""
+        copy = getattr(self._mirror, "store", None)
+        return None if copy is None else [g.value for g in copy.named_graphs()]
 
     def ask(self, query: str) -> bool:
         with self._reading, _storage_errors(f"cannot read the memory store {self.path}"):
@@ -782,12 +786,8 @@ class AgentStore(MemoryStore):
     # -- export --------------------------------------------------------------------------------
 
     def dump(self, fmt: str, *, default_graph_only: bool) -> bytes:
-        formats = {
-            "turtle": ox.RdfFormat.TURTLE,
-            "ntriples": ox.RdfFormat.N_TRIPLES,
-            "nquads": ox.RdfFormat.N_QUADS,
-            "trig": ox.RdfFormat.TRIG,
-        }
+        formats = {"turtle": ox.RdfFormat.TURTLE, "ntriples": ox.RdfFormat.N_TRIPLES,
+                   "nquads": ox.RdfFormat.N_QUADS, "trig": ox.RdfFormat.TRIG}
         kwargs: dict[str, Any] = {"format": formats[fmt]}
         if default_graph_only or fmt in ("turtle", "ntriples"):
             kwargs["from_graph"] = ox.DefaultGraph()

@@ -14,6 +14,7 @@ from memory_rdf._resources import query_text, update_text
 _TOKEN = re.compile(
     r"(?P<marker>^[ \t]*# @(?P<kind>values|in|contains) (?P<var>\w+) (?P<name>\w+)[ \t]*$)"
     r"|(?P<with>^[ \t]*# @with (?P<wname>\w+)[ \t]*$)"
+    r"|(?P<named>^[ \t]*# @named (?P<nname>\w+)[ \t]*$)"
     r"|(?P<limit>(?P<lkw>LIMIT|OFFSET) \d+[ \t]*# @(?:limit|offset) (?P<lname>\w+)[ \t]*$)"
     r"|(?P<comment>(?<![<\w])#[^\n]*)"
     r"|\$(?P<param>[A-Za-z_]\w*)",
@@ -45,6 +46,9 @@ def render(name_or_text: str, **params: Param) -> str:
     * ``# @in var name`` — replaced by ``FILTER(?var IN (t1, t2, …))``; dropped when ``None``;
     * ``# @contains var name`` — ``FILTER(CONTAINS(?var, t1) || …)``; dropped when ``None``
       (beyond :data:`CONTAINS_CHAIN_MAX` terms, the same test over a ``VALUES`` list);
+    * ``# @named name`` — ``FROM NAMED <g1> FROM NAMED <g2> …`` (between the SELECT clause
+      and WHERE): the query's ``GRAPH ?g`` reads those graphs only; dropped when ``None``
+      (every named graph); an empty list is refused (it would read every graph too);
     * ``# @with name`` — ``WITH <graph>`` before an update operation; dropped when ``None``
       (the embedded store's memory network is its default graph, SPEC §2 and §8);
     * ``LIMIT 10  # @limit name`` / ``OFFSET 0  # @offset name`` — the number set to the
@@ -75,6 +79,14 @@ def render(name_or_text: str, **params: Param) -> str:
         if match.group("with") is not None:
             graph = params.get(match.group("wname"))
             return "" if graph is None else f"WITH {_terms('with', graph, many=False)[0]}"
+        if match.group("named") is not None:
+            graphs = params.get(match.group("nname"))
+            if graphs is None:
+                return ""
+            terms = _terms("named", graphs, many=True)
+            if not terms:
+                raise ValueError("an empty FROM NAMED list would read every graph")
+            return " ".join(f"FROM NAMED {t}" for t in terms)
         if match.group("limit") is not None:
             value = params.get(match.group("lname"))
             if value is None:
