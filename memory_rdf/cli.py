@@ -1032,14 +1032,19 @@ def _triples(raw: bytes) -> list[list[str]] | None:
     """The table rows of a CONSTRUCT / DESCRIBE answer given as N-Triples (rdflib's parser:
     cli.py keeps to public names, and the engine stays in the storage package), in order;
     None when the parser cannot read them."""
+    import rdflib
     from rdflib.plugins.parsers.ntriples import ParseError, W3CNTriplesParser
 
     sink = _TripleRows()
+    normalize = rdflib.NORMALIZE_LITERALS
+    rdflib.NORMALIZE_LITERALS = False  # a cell shows the literal as stored, as a SELECT's does
     try:
         parser = W3CNTriplesParser(sink=sink)  # type: ignore[arg-type]  # any .triple() sink
         parser.parse(io.BytesIO(raw), bnode_context={})
     except ParseError:
         return None
+    finally:
+        rdflib.NORMALIZE_LITERALS = normalize
     return sink.rows
 
 

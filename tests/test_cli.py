@@ -382,6 +382,24 @@ def test_sparql_table_runs_a_construct_once(work: Path, store_dir: Path,
     assert "memory:createdAt" in result.output
 
 
+def test_sparql_table_shows_a_constructed_literal_as_a_select_does(work: Path,
+                                                                   store_dir: Path) -> None:
+    """A CONSTRUCT's table cell of a literal is its stored text, as a SELECT's table shows it
+    (not a parser's normalized form of the value)."""
+    where = "WHERE { ?n a memory:Node ; memory:createdAt ?c } ORDER BY ?n LIMIT 1"
+    chosen = cli(work, "sparql", "bot", f"SELECT ?c {where}", "--format", "json",
+                 data_dir=store_dir)
+    assert chosen.returncode == 0, chosen.stderr
+    stored = json.loads(chosen.stdout)["results"]["bindings"][0]["c"]["value"]
+    wide = {"COLUMNS": "200"}
+    select = cli(work, "sparql", "bot", f"SELECT ?c {where}", data_dir=store_dir, env=wide)
+    construct = cli(work, "sparql", "bot", f"CONSTRUCT {{ ?n memory:createdAt ?c }} {where}",
+                    data_dir=store_dir, env=wide)
+    assert select.returncode == 0 and construct.returncode == 0, construct.stderr
+    assert stored in select.stdout
+    assert stored in construct.stdout
+
+
 def test_sparql_refuses_updates_and_reports_bad_queries(work: Path, store_dir: Path) -> None:
     before = _count_triples(work, store_dir, "bot")
     update = cli(work, "sparql", "bot", "INSERT DATA { <urn:a> <urn:b> <urn:c> }",
