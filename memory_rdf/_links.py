@@ -236,11 +236,9 @@ class LinkStore:
         graphs = self._mirror_graphs(True, relations)
         indexed = None if graphs is None else self._indexed_rows("mirror_lost", sources, graphs)
         if indexed is not None:
-            found: list[tuple[str, float, str]] = []
-            for s, w, g in indexed:
-                _, relation = _graph(g.value)
-                if relations is None or (relation is not None and relation in relations):
-                    found.append((node_id(s.value), float(w.value), relation or ""))
+            # the graphs read are those of the asked relations (_mirror_graphs): every row counts
+            found = [(node_id(s.value), _strength(w.value), _graph(g.value)[1] or "")
+                     for s, w, g in indexed]
             return by_strength(found)
         pairs: dict[str, str] = {}  # link IRI → source id
         for part in chunks(sources):
