@@ -181,17 +181,20 @@ def _checks(max_chars: int) -> Iterator[tuple[str, str]]:
     for local in ("taskText", "lastError"):
         yield f"a task's memory:{local} that is not a string of at most {max_chars:,} characters", (
             _values(_JOURNAL, local, _string("?o", max_chars)))
-    yield "a task's memory:taskStatus other than \"pending\" or \"failed\"", (
+    # "withdrawn": the mark a remember refused on a silent endpoint leaves (Journal.withdraw)
+    yield "a task's memory:taskStatus other than \"pending\", \"failed\" or \"withdrawn\"", (
         _values(_JOURNAL, "taskStatus", "!isLiteral(?o) || DATATYPE(?o) != xsd:string "
-                "|| STR(?o) NOT IN (\"pending\", \"failed\")"))
+                "|| STR(?o) NOT IN (\"pending\", \"failed\", \"withdrawn\")"))
     for local in ("acceptedAt", "taskSaidAt"):
         yield f"a task's memory:{local} that is not a dateTime with a time zone", (
             _values(_JOURNAL, local, _datetime("?o")))
     for local in _TASK_PROPS:
+        # a task the server wrote after the write that withdrew it has two statuses (SPEC §8)
+        not_withdrawn = 'FILTER(!sameTerm(?x, "withdrawn"))' if local == "taskStatus" else ""
         low = "0" if local in ("acceptedAt", "lastError", "taskSaidAt") else "1"
         yield f"a task without {'exactly' if low == '1' else 'at most'} one memory:{local}", (
             f"SELECT ?s ?p ?o WHERE {{ GRAPH {_JOURNAL} {{ ?s a memory:Task . "
-            f"OPTIONAL {{ ?s memory:{local} ?x }} }} BIND(memory:{local} AS ?p) "
+            f"OPTIONAL {{ ?s memory:{local} ?x {not_withdrawn} }} }} BIND(memory:{local} AS ?p) "
             "BIND(\"(count)\" AS ?o) } GROUP BY ?s ?p ?o "
             f"HAVING(COUNT(?x) > 1 || COUNT(?x) < {low})")
     yield "a task with a memory:taskSeq another task has", (

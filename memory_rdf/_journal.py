@@ -76,7 +76,9 @@ class Journal:
         task = JournalTask(task_id or uuid.uuid4().hex, self._seq, text, "pending", 0, "",
                            _now(), said_at)
         batch = WriteBatch()
-        batch.insert(self._triples(task), graph=V.JOURNAL_GRAPH)
+        # Not after a withdrawal of the same task (a SPARQL server that did not answer in
+        # time may run this write after the one that withdrew it: see :meth:`withdraw`).
+        batch.insert_unless(self._triples(task), V.JOURNAL_GRAPH, _withdrawn(task.id))
         self._store.commit(batch)
         return task
 
@@ -104,6 +106,18 @@ class Journal:
     def discard(self, task_id: str) -> None:
         batch = WriteBatch()
         self.remove(batch, task_id)
+        self._store.commit(batch)
+
+    def withdraw(self, task_id: str) -> None:
+        """Take back a task whose :meth:`add` was refused (a SPARQL endpoint that did not answer
+        within ``store_timeout``, SPEC §8 v3): its triples are removed and a mark
+        (``memory:taskStatus "withdrawn"``, on its own) stays in their place, in one update.
+        The server may still run the unanswered write, and in any order with this one (it
+        answers requests in parallel): an :meth:`add` run after the mark inserts nothing,
+        and a task that has the mark is not read (:meth:`tasks`, :meth:`count`)."""
+        batch = WriteBatch()
+        self.remove(batch, task_id)
+        batch.insert([_withdrawn(task_id)], graph=V.JOURNAL_GRAPH)
         self._store.commit(batch)
 
     def mark_failed(self, task: JournalTask, error: str) -> None:
@@ -171,6 +185,15 @@ class Journal:
 
     def count(self, status: str) -> int:
         return int(self._store.scalar(self._store.render("journal_count", status=lit(status)), 0))
+
+
+def _withdrawn(task_id: str) -> str:
+    """The mark a withdrawn task leaves in the journal (:meth:`Journal.withdraw`)."""
+    return triple(task_ref(task_id), V.m("taskStatus"), lit(WITHDRAWN))
+
+
+#: The ``memory:taskStatus`` of a withdrawn task's mark.
+WITHDRAWN = "withdrawn"
 
 
 def _needles(texts: Sequence[str]) -> list[str]:

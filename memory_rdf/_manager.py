@@ -70,7 +70,12 @@ from memory_rdf._oxigraph import (
 )
 from memory_rdf._query_guard import SPARQL_LIMIT, SPARQL_TIMEOUT, check_limit, check_timeout
 from memory_rdf._remember import Rememberer, SegmentationFailed
-from memory_rdf._remote import EndpointUnavailable, RemoteStore, SparqlEndpoint
+from memory_rdf._remote import (
+    EndpointUnavailable,
+    RemoteStore,
+    SparqlEndpoint,
+    may_have_reached,
+)
 from memory_rdf._scheduler import Agent, Reservation, Scheduler, Task, TaskKind
 from memory_rdf._search import Searcher
 from memory_rdf._seeding import Seeder
@@ -455,8 +460,11 @@ class MemoryManager:
             try:
                 held.deliver()  # a Ctrl-C so far raises here, with nothing written
                 task = self._journal.add(text, said_at(msgs), task_id)
-            except EndpointUnavailable:
-                self._withdraw(task_id, slot)
+            except EndpointUnavailable as exc:
+                if may_have_reached(exc):  # the server may still run the write, late
+                    self._withdraw(task_id, slot)
+                else:  # every attempt was refused a connection: nothing was sent
+                    scheduler.release(slot)
                 raise
             except BaseException:
                 scheduler.release(slot)
@@ -468,14 +476,16 @@ class MemoryManager:
     def _withdraw(self, task_id: str, slot: Reservation) -> None:
         """A journal write the endpoint did not answer within ``store_timeout``: the remember
         was refused (:class:`~memory_rdf.StoreUnavailableError`), yet a server that was only
-        slow may still apply the write. Its removal is queued in the remember's place and
-        tried until the server answers (SPEC §8 v3: nothing refused is accepted later)."""
+        slow may still apply the write, before or after this one. Its withdrawal (removal,
+        and a mark that keeps it from being written or read after, :meth:`Journal.withdraw`)
+        is queued in the remember's place and tried until the server answers (SPEC §8 v3:
+        nothing refused is accepted later)."""
 
         def start() -> Generator[Backoff, None, None]:
             outages = 0
             while True:
                 try:
-                    self._journal.discard(task_id)
+                    self._journal.withdraw(task_id)
                     return
                 except EndpointUnavailable:
                     if self.closed:

@@ -71,8 +71,8 @@ if TYPE_CHECKING:  # httpx is imported when an endpoint is made, not with the pa
     import httpx
 
 __all__ = ["EndpointUnavailable", "RemoteStore", "SparqlEndpoint", "agent_graphs",
-           "open_remote_for_inspection", "remote_agent_exists", "remote_agents",
-           "wipe_remote_agent"]
+           "may_have_reached", "open_remote_for_inspection", "remote_agent_exists",
+           "remote_agents", "wipe_remote_agent"]
 
 T = TypeVar("T")
 
@@ -107,6 +107,21 @@ def agent_graphs(agent_id: str) -> Graphs:
 #: stored, and it may heal by waiting, unlike a 4xx answer. The public
 #: :class:`~memory_rdf.StoreUnavailableError` (SPEC §8 v3).
 EndpointUnavailable = StoreUnavailableError
+
+
+def _reached(exc: StoreUnavailableError, reached: bool) -> StoreUnavailableError:
+    """``exc``, marked with whether one of its attempts may have reached the server (sent,
+    then no answer in time, or a 5xx): the server may then still run the request, late. Only
+    a refused or timed-out connection, at every attempt, is known to have sent nothing. Read
+    by :func:`may_have_reached`."""
+    exc._reached = reached  # type: ignore[attr-defined]
+    return exc
+
+
+def may_have_reached(exc: BaseException) -> bool:
+    """Whether the request behind ``exc`` may still be run by the server (True unless it is
+    known that no attempt was sent: see :func:`_reached`)."""
+    return bool(getattr(exc, "_reached", True))
 
 
 class _NotApplied(StoreError):
@@ -392,37 +407,47 @@ class SparqlEndpoint:
         if self.closed:
             raise StoreError(f"the SPARQL endpoint connection {self.query_url} is closed")
 
+        reached = False  # whether an attempt may have reached the server (see _reached)
+
         def once(seconds: float) -> httpx.Response:
+            nonlocal reached
             if before is not None:
                 before()
             # No attempt lasts past the call's deadline (Config.store_timeout, SPEC §8 v3).
             limit = min(self.timeout, seconds)
-            if cancel is None:
-                response = self._client.post(url, data=data, headers={"Accept": accept},
-                                             timeout=limit)
-            else:
-                response = _read_bounded(self._client, url, data, accept, cancel, limit)
+            try:
+                if cancel is None:
+                    response = self._client.post(url, data=data, headers={"Accept": accept},
+                                                 timeout=limit)
+                else:
+                    response = _read_bounded(self._client, url, data, accept, cancel, limit)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout):
+                raise  # no connection: nothing was sent
+            except BaseException:
+                reached = True
+                raise
             if response.status_code >= 500:
+                reached = True
                 raise _Transient(response)
             return response
 
         try:
             response = retry.call(once, url)
         except _Transient as exc:
-            raise EndpointUnavailable(
+            raise _reached(EndpointUnavailable(
                 f"the SPARQL endpoint {url} kept failing ({exc}) after {retry.said()}: "
                 f"{_body(exc.response)}"
-            ) from exc
+            ), reached) from exc
         except httpx.TimeoutException as exc:
-            raise EndpointUnavailable(
+            raise _reached(EndpointUnavailable(
                 f"the SPARQL endpoint {url} did not answer, {retry.said()}; last: "
                 f"{_reason(exc)} (SparqlEndpoint(timeout={self.timeout:g}) per request)"
-            ) from exc
+            ), reached) from exc
         except httpx.TransportError as exc:
-            raise EndpointUnavailable(
+            raise _reached(EndpointUnavailable(
                 f"cannot reach the SPARQL endpoint {url} ({retry.said()}): "
                 f"{type(exc).__name__}: {exc or 'connection failed'}; is the server running?"
-            ) from exc
+            ), reached) from exc
         if response.status_code >= 400:
             raise StoreError(_what_to_fix(kind, url, response))
         if not 200 <= response.status_code < 300:

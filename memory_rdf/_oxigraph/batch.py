@@ -73,6 +73,14 @@ class WriteBatch:
         whose liveness it would otherwise look up one by one)."""
         self._data("INSERT DATA", triples, graph, index_neutral)
 
+    def insert_unless(self, triples: Iterable[str], graph: str, absent: str) -> None:
+        """Insert ``triples`` into ``graph`` (the journal, the metadata: never the memory
+        network, which the read mirror follows) unless ``graph`` holds the triple ``absent``
+        when the update runs: an ``INSERT … WHERE { FILTER NOT EXISTS … }``."""
+        body = "\n".join(triples)
+        if body:
+            self._ops.append(("INSERT UNLESS", body, {"absent": Term(absent)}, graph, False))
+
     def delete(self, triples: Iterable[str], graph: str | None = None, *,
                index_neutral: bool = False) -> None:
         """``DELETE DATA`` of ``triples``; ``index_neutral`` as for :meth:`insert`."""
@@ -120,6 +128,13 @@ class WriteBatch:
                 out.append(render(body + ".ru", **{**graphs.params(), **params}).strip())
                 continue
             target = graphs.of(graph)
+            if verb == "INSERT UNLESS":
+                # The one-row VALUES is for Virtuoso 7: a WHERE of a FILTER NOT EXISTS alone
+                # (one empty solution, filtered) inserts even when the triple is there.
+                out.append(f"INSERT {{ GRAPH {target} {{\n{body}\n}} }}\nWHERE {{ VALUES ?row "
+                           f"{{ 1 }} FILTER NOT EXISTS {{ GRAPH {target} {{ {params['absent']} }} "
+                           "} }")
+                continue
             if target is not None:
                 body = f"GRAPH {target} {{\n{body}\n}}"
             out.append(f"{verb} {{\n{body}\n}}")
