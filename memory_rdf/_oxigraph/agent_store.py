@@ -22,12 +22,11 @@ import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
 from memory_rdf._agents import refuse_shared_directory
-from memory_rdf._exceptions import (
-    StoreError,
-)
+from memory_rdf._exceptions import StoreError
 from memory_rdf._interrupts import interrupts_held
 from memory_rdf._oxigraph.agent_lock import AgentLock
 from memory_rdf._oxigraph.batch import WriteBatch
+from memory_rdf._oxigraph.block_caches import after_whole_read
 from memory_rdf._oxigraph.bounded import _check_bounds, _Sink, run_bounded
 from memory_rdf._oxigraph.directories import (
     _ROCKSDB_FILE,
@@ -79,14 +78,14 @@ class AgentStore(MemoryStore):
         self._commits_since_optimize = 0
         self._unflushed = 0  # bytes of update text since the last flush()
         self.auto_flushes = 0  # flushes because FLUSH_AFTER_BYTES of updates piled up
-        #: Commits applied to the disk store and the read mirror at once (_commit_at_once).
-        self.commits_at_once = 0
+        self.commits_at_once = 0  # commits applied to disk and mirror at once (_commit_at_once)
         #: A background flush / compaction is queued for the owner and has not started.
         self._flush_queued = False
         self._optimize_queued = False
         self._mirror_wanted = mirror
         self._mirror: _Mirror | None = None
         self.mirror_renewals = 0  # mirrors built again to shed deleted triples
+        self.handle_reopens = 0  # disk handles opened again after a whole read (block_caches)
         #: The derived term index of the keyword entry (SPEC §5.5), kept in step with commits.
         self.terms = TermIndexes()
         #: The agent's writer lock (a writable store on disk), held until the store is gone.
@@ -795,6 +794,7 @@ class AgentStore(MemoryStore):
             kwargs["prefixes"] = V.PREFIXES
         with self._reading, _storage_errors(f"cannot export the memory store {self.path}"):
             data = self.store.dump(**kwargs)
+        after_whole_read(self)
         assert data is not None
         return data
 

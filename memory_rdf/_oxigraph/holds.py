@@ -86,10 +86,18 @@ class StoreUsers:
             self._wait_idle()
 
     @contextlib.contextmanager
-    def alone_if_idle(self) -> Iterator[bool]:
-        """Without waiting: when no call holds the store, keep new ones waiting until the
-        block ends and give True; else give False (and keep no one waiting)."""
+    def alone_if_idle(self, wait: float = 0) -> Iterator[bool]:
+        """When no call holds the store (waiting up to ``wait`` seconds for that, while new
+        ones still come in), keep new ones waiting until the block ends and give True; else
+        give False (and keep no one waiting)."""
         with self._changed:
+            if wait > 0:
+                self._idle_waiters += 1
+                try:
+                    self._changed.wait_for(
+                        lambda: not self._count and not self._closed_to_new, wait)
+                finally:
+                    self._idle_waiters -= 1
             idle = not self._count and not self._closed_to_new
             if idle:
                 self._closed_to_new = True

@@ -31,6 +31,7 @@ import pyoxigraph as ox
 
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph.batch import WriteBatch
+from memory_rdf._oxigraph.block_caches import after_whole_read
 from memory_rdf._oxigraph.render import _template, _terms
 from memory_rdf._text import UNFOLDED, WIDE_MARKS, fold, fold_class, has_marks
 
@@ -446,6 +447,8 @@ class TermIndexes:
                 fresh = build(owner.store, generation)  # the terms: on disk only (issue 38)
             except Exception:  # the SPARQL path answers; the index is tried again next time
                 return None
+            finally:  # a read of every term and text: the handle's caches are let go
+                after_whole_read(owner)
             with self.lock:
                 self.builds += 1
                 if self.generation != generation:  # pragma: no cover - the turn is held
