@@ -17,13 +17,18 @@ On a store of the benchmark suite's workload (``generate(..., decay=120, forgott
   the read mirror as a build makes it (``link_index.derive``: one quad per link, the texts,
   scan state, focus and pins), and it without the scan state or the texts; and the time the
   build takes;
+* **caches**: the RSS a whole read of the store (the default graph's N-Triples dump, as the
+  read mirror's build reads it) leaves in a fresh process while the store stays open: through
+  the agent's handle kept open (the build before issue 38: RocksDB's block caches stay full —
+  Oxigraph's 32 MB for the index column families, up to 128 MB for the strings') and with the
+  handle opened again after the read (what the owner does now, ``_oxigraph/block_caches``);
 * **latency** (``--latency N``): what the pieces recall reads cost, N random frontiers of 10 /
   100 / 500 nodes: a walk level on the read mirror (one quad per link) and on the disk store
   (the same rows, checked), matching_texts.rq and node_entries.rq on the mirror and on the
   disk store.
 
-    python benchmarks/memory_parts.py [--nodes 10000] [--dir /tmp/parts] [--skip disk|mirror]
-        [--latency 30]
+    python benchmarks/memory_parts.py [--nodes 10000] [--dir /tmp/parts]
+        [--skip disk|mirror|caches] [--latency 30]
 """
 
 from __future__ import annotations
@@ -185,6 +190,66 @@ def _rss() -> int:
     return 0
 
 
+class _Discard:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+def _cache_rss(store_dir: str) -> dict[str, float]:
+    """Run in a child process: RssAnon added by a whole dump of a copy of ``store_dir`` while
+    the store stays open, the handle kept or opened again after the dump (then ``malloc_trim``
+    both ways), and the time the reopen took (ms)."""
+    import ctypes
+
+    def anon() -> int:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    trim = ctypes.CDLL("libc.so.6").malloc_trim
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="memory-parts-caches-") as work:
+        for way in ("kept", "reopened"):
+            copy = Path(work) / way / "agent"
+            shutil.copytree(store_dir, copy)
+            store = ox.Store(str(copy))
+            trim(0)
+            before = anon()
+            store.dump(_Discard(), format=ox.RdfFormat.N_TRIPLES,  # type: ignore[arg-type]
+                       from_graph=ox.DefaultGraph())
+            if way == "reopened":
+                started = time.perf_counter()
+                store.flush()
+                del store
+                gc.collect()
+                store = ox.Store(str(copy))
+                out["reopen_ms"] = (time.perf_counter() - started) * 1000
+            trim(0)
+            out[way] = anon() - before
+            del store
+            gc.collect()
+            trim(0)
+    return out
+
+
+def caches_table(store_dir: Path, nodes: int, say: Callable[[str], None]) -> None:
+    """RSS a whole read of the store leaves while the store is open (a child process)."""
+    done = subprocess.run([sys.executable, __file__, "--cache-rss", str(store_dir)],
+                          capture_output=True, text=True, check=True, timeout=1800)
+    got = json.loads(done.stdout)
+    say("| whole read of the store (default graph dump), store still open | RSS B/node |")
+    say("|---|---|")
+    say(f"| the handle kept open (the mirror's build before issue 38) | "
+        f"{got['kept'] / nodes:,.0f} |")
+    say(f"| the handle opened again after the read (the build now; reopen "
+        f"{got['reopen_ms']:,.0f} ms) | {got['reopened'] / nodes:,.0f} |")
+
+
 def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
                  latency: int = 0) -> None:
     """The RSS table; with ``latency`` > 0, then the latency table (that many frontiers a
@@ -287,11 +352,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the store is generated (kept, reused when present)")
-    parser.add_argument("--skip", choices=("disk", "mirror"), action="append", default=[])
+    parser.add_argument("--skip", choices=("disk", "mirror", "caches"), action="append",
+                        default=[])
     parser.add_argument("--latency", type=int, default=0, metavar="N",
                         help="also time the pieces recall reads, N frontiers a size")
     parser.add_argument("--load-rss", help=argparse.SUPPRESS)
+    parser.add_argument("--cache-rss", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cache_rss:
+        print(json.dumps(_cache_rss(args.cache_rss)))
+        return
     if args.load_rss:
         import ctypes
 
@@ -314,6 +384,9 @@ def main() -> None:
         work = base / "work"
         work.mkdir(exist_ok=True)
         disk_table(store_dir, work, nodes, print)
+    if "caches" not in args.skip:
+        print()
+        caches_table(store_dir, nodes, print)
     if "mirror" not in args.skip:
         print()
         mirror_table(store_dir, nodes, print, args.latency)

@@ -64,3 +64,5 @@ def test_the_script_prints_both_tables(tmp_path: Path) -> None:
     assert "the read mirror (issue 38)" in out
     assert "one quad per link" in out
     assert "| 10 |" in out  # the latency table (--latency)
+    assert "| the handle kept open (the mirror's build before issue 38) |" in out
+    assert "| the handle opened again after the read (the build now; reopen" in out
