@@ -9,6 +9,7 @@ over it must be those of the SPARQL path (``keyword_entry.rq``), which stays the
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -178,15 +179,18 @@ def _keyword_tests(mem: MemoryManager) -> list[tuple[set[str], bool]]:
     needles in their texts (``CONTAINS``) or returns them whole."""
     store = _store(mem)
     asked: list[tuple[set[str], bool]] = []
-    real = store.rows
 
-    def spy(query: str) -> list:
-        if query.startswith(("# matching_texts", "# matching_nodes")):
-            asked.append((set(re.findall(f"<{re.escape(NODE)}([0-9a-f]+)>", query)),
-                          "FILTER(CONTAINS(" in query or "__needle" in query))
-        return real(query)
+    def spying(real: Any) -> Any:
+        def spy(query: str) -> Any:
+            if query.startswith(("# matching_texts", "# matching_nodes")):
+                asked.append((set(re.findall(f"<{re.escape(NODE)}([0-9a-f]+)>", query)),
+                              "FILTER(CONTAINS(" in query or "__needle" in query))
+            return real(query)
+        return spy
 
-    store.rows = spy  # type: ignore[method-assign]
+    # read as Python values (rows) or as terms (term_rows: matching_texts on this store)
+    store.rows = spying(store.rows)  # type: ignore[method-assign]
+    store.term_rows = spying(store.term_rows)  # type: ignore[method-assign]
     return asked
 
 
