@@ -54,6 +54,8 @@ _TEXT_NEEDLES = (f" {V.m('content')} ", f" {V.m('keyword')} ")
 #: :data:`SIGNATURE_MAX`: about four bits a gram of its texts, a power of two.
 SIGNATURE_MIN = 64
 SIGNATURE_MAX = 512
+#: The signature sizes (:func:`signature`): powers of two from the least to the most.
+_SIZES = tuple(1 << b for b in range(SIGNATURE_MIN.bit_length() - 1, SIGNATURE_MAX.bit_length()))
 _FORGET = ("forget_node", "forget_nodes")
 _DELETE_TEXT = ("delete_node_text", "delete_node_texts")
 
@@ -152,19 +154,19 @@ class TermIndex:
         wanted = [needle_grams(n) for n in needles]
         if not wanted or any(w is None for w in wanted):
             return list(nodes)
-        tests = [w for w in wanted if w is not None]
+        # a needle's bits in a signature of each size (bit_length m + 1: the size bit set too),
+        # so that a node is tested with one AND a needle
+        by_size = {size + 1: [sum({1 << (h & (size - 1)) for h in hashes}) | 1 << size
+                              for hashes in wanted if hashes is not None]
+                   for size in _SIZES}
         out = []
         texts = self.texts
         for node in nodes:
             bits = texts.get(node)
             if bits is None:
                 continue
-            mask = bits.bit_length() - 2  # m - 1
-            for hashes in tests:
-                for h in hashes:
-                    if not bits >> (h & mask) & 1:
-                        break
-                else:
+            for needs in by_size[bits.bit_length()]:
+                if bits & needs == needs:
                     out.append(node)
                     break
         return out
