@@ -437,21 +437,26 @@ def _mirror_reads(mem: MemoryManager) -> list[tuple[str, Any]]:
 
 
 def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: ScriptedModel) -> None:
-    """The walk's levels come from the index (mirror_level.rq) while a mirror serves reads,
+    """The walk's levels come from the index (mirror_level.rq, or mirror_outgoing.rq for a few
+    sources) while a mirror serves reads,
     from the SPEC §2 layout otherwise, with the same answers (the tests above compare them)."""
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
         asked = _mirror_reads(mem)
         text = mem.recall([], depth=3, max_chars=0)
-        assert text and any("mirror_level" in q for q, _ in asked)
+        assert text and any(q.startswith(LEVEL_QUERIES) for q, _ in asked)
+
+
+#: The walk's level queries on the read mirror: a row a source, or a row a link (a few sources).
+LEVEL_QUERIES = ("# mirror_level", "# mirror_outgoing")
 
 
 def _level_graphs(reads: list[tuple[str, Any]]) -> set[tuple[bool, str | None] | None]:
     """``(lost, relation)`` of every link graph the walk's level queries named (FROM NAMED)."""
     import re
 
-    return {link_index.graph_link(g) for q, _ in reads if q.startswith("# mirror_level")
+    return {link_index.graph_link(g) for q, _ in reads if q.startswith(LEVEL_QUERIES)
             for g in re.findall(r"FROM NAMED <([^>]+)>", q)}
 
 
@@ -470,7 +475,7 @@ def test_a_relation_filter_is_applied_by_the_level_query(
         reads.clear()
         text = mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0)
         assert _level_graphs(reads) == {(False, "owns")}
-        assert any(found for q, found in reads if q.startswith("# mirror_level"))
+        assert any(found for q, found in reads if q.startswith(LEVEL_QUERIES))
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
         assert mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0) == text
 
@@ -489,11 +494,13 @@ def test_the_level_query_reads_live_links_only(data_dir: Path, model: ScriptedMo
         assert "expires" not in text and "I have forgotten" in text  # a perception entry
         graphs = _level_graphs(reads)
         assert graphs and all(g is not None and not g[0] for g in graphs), graphs
-        rows = [r for q, found in reads if q.startswith("# mirror_level") for r in found]
-        # a row a source: its links as "target strength …"
-        assert rows and all(len(list(r)) == 2 for r in rows)
+        # a row a source (its links as "target strength …") or a row a link (three terms)
+        targets = [t for q, found in reads if q.startswith(LEVEL_QUERIES) for r in found
+                   for t in (r[1].value.split(" ")[::2] if len(r) == 2 else [r[1].value])]
+        assert targets and all(len(r) in (2, 3) for q, found in reads
+                               if q.startswith(LEVEL_QUERIES) for r in found)
         lost = V.NODE + ids["the token expires after two hours"]
-        assert lost not in {t for r in rows for t in r[1].value.split(" ")[::2]}
+        assert lost not in targets
         assert any(q.startswith("# mirror_lost") for q, _ in reads)
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
         assert mem.recall(["JWT"], depth=3, max_chars=0, entry="both") == text
@@ -517,9 +524,10 @@ def test_the_level_query_names_its_graphs_with_serialized_terms_only() -> None:
 
 def test_a_level_read_a_row_a_source_keeps_the_links_the_row_query_keeps() -> None:
     """``mirror_level.rq`` (a source's links in one row, split by ``level_links``) gives the
-    links ``mirror_outgoing.rq`` gives a row each, whatever a strength's datatype or lexical
-    form: kept or dropped alike, the same floats (issue 38)."""
-    from memory_rdf._links import level_links
+    links ``mirror_outgoing.rq`` gives a row each (``link_rows``: the walk's small levels),
+    whatever a strength's datatype or lexical form: kept or dropped alike, the same floats
+    (issue 38)."""
+    from memory_rdf._links import level_links, link_rows
     from memory_rdf._oxigraph import render
 
     xsd = "http://www.w3.org/2001/XMLSchema#"
@@ -550,6 +558,9 @@ def test_a_level_read_a_row_a_source_keeps_the_links_the_row_query_keeps() -> No
                 (t.value[len(V.NODE):], float(w.value)))
         grouped = level_links(list(store.query(render("mirror_level", graphs=graphs, **params))))
         assert {s: sorted(ls) for s, ls in grouped.items()} == {
+            s: sorted(ls) for s, ls in by_row.items()}
+        rows = link_rows(list(store.query(render("mirror_outgoing", graphs=graphs, **params))))
+        assert {s: sorted(ls) for s, ls in rows.items()} == {
             s: sorted(ls) for s, ls in by_row.items()}
         assert sum(map(len, grouped.values())) == (6 if len(graphs) == 1 else 12)
 
