@@ -24,7 +24,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, TypeVar
 
 import pyoxigraph as ox
@@ -118,6 +118,19 @@ def needle_grams(needle: str) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(hash(needle[i : i + 2]) for i in range(len(needle) - 1)))
 
 
+@lru_cache(maxsize=64)
+def _needle_bits(needles: tuple[str, ...]) -> dict[int, list[int]] | None:
+    """For :meth:`TermIndex.may_hold`: each needle's bits in a signature of each size, by the
+    signature's ``bit_length`` (m + 1: its size bit set too), so that a node is tested with
+    one AND a needle; None when there is no needle or an empty one (every text holds it)."""
+    wanted = [needle_grams(n) for n in needles]
+    if not wanted or any(w is None for w in wanted):
+        return None
+    return {size + 1: [sum({1 << (h & (size - 1)) for h in hashes}) | 1 << size
+                       for hashes in wanted if hashes is not None]
+            for size in _SIZES}
+
+
 class TermIndex:
     """``term → {node IRI}`` and ``node IRI → termCount``, as of the store's commit
     ``generation`` (read and changed only with :attr:`TermIndexes.lock` held); and each
@@ -151,14 +164,9 @@ class TermIndex:
         (:func:`~memory_rdf._text.fold`), may hold one of the lower-cased, folded ``needles``
         as a substring; the others certainly hold none (a Bloom filter has no false
         negatives). Order kept."""
-        wanted = [needle_grams(n) for n in needles]
-        if not wanted or any(w is None for w in wanted):
+        by_size = _needle_bits(tuple(needles))
+        if by_size is None:
             return list(nodes)
-        # a needle's bits in a signature of each size (bit_length m + 1: the size bit set too),
-        # so that a node is tested with one AND a needle
-        by_size = {size + 1: [sum({1 << (h & (size - 1)) for h in hashes}) | 1 << size
-                              for hashes in wanted if hashes is not None]
-                   for size in _SIZES}
         out = []
         texts = self.texts
         for node in nodes:
