@@ -34,6 +34,10 @@ from memory_rdf._oxigraph.link_index import graph_link
 #: to thousands of strengths, often the same few values (a link starts at a configured
 #: strength): parsing a shortest-repr double (~1,500 instructions) cost more than the lookup.
 _strength = lru_cache(maxsize=4096)(float)
+#: Walk levels of at least this many sources read a row a source (``mirror_level.rq``),
+#: smaller ones a row a link (``mirror_outgoing.rq``): grouping costs ~0.14 M instructions a
+#: query and saves ~30 k a source (callgrind, the 10k suite's links; issue 38).
+GROUPED_LEVEL = 6
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,36 @@ def _link_graphs(graphs: tuple[str, ...], lost: bool,
     return tuple(out)
 
 
+def link_rows(rows: Sequence[Sequence[Any]]) -> dict[str, list[tuple[str, float]]]:
+    """``source → [(target, strength), …]`` of ``mirror_outgoing.rq``'s rows (three terms a
+    link). A source's rows come together: its id and its list are looked up once for them."""
+    live: dict[str, list[tuple[str, float]]] = {}
+    previous: object = None
+    links: list[tuple[str, float]] = []
+    cut, strength = len(V.NODE), _strength
+    for s, t, w in rows:
+        if s != previous:
+            previous = s
+            links = live.setdefault(s.value[cut:], [])
+        links.append((t.value[cut:], strength(w.value)))
+    return live
+
+
+def level_links(rows: Sequence[Sequence[Any]]) -> dict[str, list[tuple[str, float]]]:
+    """``source → [(target, strength), …]`` of ``mirror_level.rq``'s rows (pyoxigraph terms).
+
+    One row a source: its links as "target strength …", split here at C level instead of
+    three terms a link unpacked in Python (issue 38). The link quads' ends are always node
+    IRIs (link_index.py): a target's id is its IRI after the prefix; a strength the query's
+    FILTER keeps is a valid number, whose lexical form holds no space."""
+    live: dict[str, list[tuple[str, float]]] = {}
+    cut, prefix, strength = len(V.NODE), V.NODE, _strength
+    for s, links in rows:
+        parts = links.value.replace(prefix, "").split(" ")
+        live[s.value[cut:]] = list(zip(parts[::2], map(strength, parts[1::2]), strict=True))
+    return live
+
+
 class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
@@ -123,29 +157,21 @@ class LinkStore:
         """Live links out of ``sources``: ``source → [(target, strength), …]`` of links to
         live nodes (a source without any: absent or []), and ``(source, strength, relation)``
         of dangling ones (relation "" = unnamed), or None when they were not read. From the
-        read mirror's link quads when the store has one (``mirror_outgoing.rq``: one lookup
-        per link, the link graphs of live targets only: the dangling links are looked up for
-        the results alone, :meth:`dangling_outgoing`), else from the SPEC §2 link resources
-        (``outgoing_links.rq``); the same links either way, in the engine's order."""
+        read mirror's link quads when the store has one (``mirror_level.rq``, or
+        ``mirror_outgoing.rq`` for a few sources, :data:`GROUPED_LEVEL`: one lookup per link,
+        the link graphs of live targets only: the dangling links are looked up for the
+        results alone, :meth:`dangling_outgoing`), else from the SPEC §2 link resources
+        (``outgoing_links.rq``); the same links either way, each source's in the engine's
+        order (the sources in any order)."""
         live: dict[str, list[tuple[str, float]]] = {}
         graphs = self._mirror_graphs(False, relations)
-        indexed = None if graphs is None else self._indexed_rows("mirror_outgoing", sources,
-                                                                 graphs)
+        # a row a source from a few sources on (mirror_level.rq); below, a row a link
+        # (mirror_outgoing.rq: the grouping's fixed cost is more than it saves on a few rows)
+        grouped = len(sources) >= GROUPED_LEVEL
+        indexed = None if graphs is None else self._indexed_rows(
+            "mirror_level" if grouped else "mirror_outgoing", sources, graphs)
         if indexed is not None:
-            # A source's rows come together: its id and its list are looked up once for them
-            # (a third of this loop at depth 4, benchmarks/PROFILE.md); the link quads' ends
-            # are always node IRIs (link_index.py), so a target's id is its IRI after the
-            # prefix. Three terms a row (no graph: ~30% of a level's cost, issue 38).
-            previous: object = None
-            links: list[tuple[str, float]] = []
-            cut = len(V.NODE)
-            strength = _strength
-            for s, t, w in indexed:
-                if s != previous:
-                    previous = s
-                    links = live.setdefault(s.value[cut:], [])
-                links.append((t.value[cut:], strength(w.value)))
-            return live, None
+            return (level_links if grouped else link_rows)(indexed), None
         dangling: list[tuple[str, float, str]] = []
         for s, t, w, rel, alive in self._filtered_rows("outgoing_links", "sources", sources,
                                                        relations):

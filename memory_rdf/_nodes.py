@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph import (
@@ -16,9 +16,10 @@ from memory_rdf._oxigraph import (
     node_id,
     node_ref,
     render,
+    to_python,
     triple,
 )
-from memory_rdf._text import KeywordRule, keyword_rules, with_full_width
+from memory_rdf._text import KeywordRule, fold, keyword_rules, with_full_width
 
 T = TypeVar("T")
 
@@ -192,11 +193,21 @@ class NodeStore:
         parts = [(part, needles) for part in chunks(tested)]
         parts += [(part, None) for part in chunks(whole)]
         found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
-        times: dict[str, tuple[datetime | None, datetime | None]] = {}
+        # a node's times as read (terms, from the embedded store): converted once a node, for
+        # its last row, as they were for every row (a node has ~2 rows: content, keywords)
+        times: dict[str, tuple[Any, Any]] = {}
+        as_terms = False
         for part, needed in parts:
             query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needed)
-            for iri, text, own, created, said in self._store.rows(query):
-                hit = {i for i, r in enumerate(rules) if r.matches(text)}
+            raw = self._store.term_rows(query)
+            as_terms = raw is not None
+            rows = self._store.rows(query) if raw is None else [
+                (iri.value, text.value, to_python(own), created, said)
+                for iri, text, own, created, said in raw]
+            for iri, text, own, created, said in rows:
+                # a lower-cased ASCII text is its own fold (fold_class): folded once a text
+                folded = text if text.isascii() else fold(text)
+                hit = {i for i, r in enumerate(rules) if r.matches(text, folded)}
                 if not hit:
                     continue
                 nid = node_id(iri)
@@ -209,7 +220,8 @@ class NodeStore:
                 else:
                     contents.append(text)
         return {
-            nid: Match(frozenset(m), frozenset(o), " ".join(c), tuple(sorted(k)), *times[nid])
+            nid: Match(frozenset(m), frozenset(o), " ".join(c), tuple(sorted(k)),
+                       *(to_python(t) if as_terms else t for t in times[nid]))
             for nid, (m, o, c, k) in found.items()
         }
 

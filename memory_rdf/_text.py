@@ -496,12 +496,13 @@ class KeywordRule:
     stems: frozenset[str]
     needles: tuple[str, ...]
 
-    def matches(self, text: str) -> bool:
+    def matches(self, text: str, folded: str | None = None) -> bool:
         """Whether ``text`` (a node's content or one of its keywords, lower-cased) matches:
         compared folded (:func:`fold`) as the keyword is, so "ＳＱＬ" matches "SQL" either way
-        round."""
+        round. ``folded``: ``fold(text)``, when the caller has it (a text tested by several
+        rules is folded once)."""
         if self.han or not self.stems:
-            return self.text in fold(text)
+            return self.text in (fold(text) if folded is None else folded)
         return self.stems <= word_stems(text)
 
 

@@ -437,21 +437,26 @@ def _mirror_reads(mem: MemoryManager) -> list[tuple[str, Any]]:
 
 
 def test_recall_reads_the_link_index_when_mirrored(data_dir: Path, model: ScriptedModel) -> None:
-    """The walk's levels come from the index (mirror_outgoing.rq) while a mirror serves reads,
+    """The walk's levels come from the index (mirror_level.rq, or mirror_outgoing.rq for a few
+    sources) while a mirror serves reads,
     from the SPEC §2 layout otherwise, with the same answers (the tests above compare them)."""
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
         assert_in_step(mem)
         asked = _mirror_reads(mem)
         text = mem.recall([], depth=3, max_chars=0)
-        assert text and any("mirror_outgoing" in q for q, _ in asked)
+        assert text and any(q.startswith(LEVEL_QUERIES) for q, _ in asked)
+
+
+#: The walk's level queries on the read mirror: a row a source, or a row a link (a few sources).
+LEVEL_QUERIES = ("# mirror_level", "# mirror_outgoing")
 
 
 def _level_graphs(reads: list[tuple[str, Any]]) -> set[tuple[bool, str | None] | None]:
     """``(lost, relation)`` of every link graph the walk's level queries named (FROM NAMED)."""
     import re
 
-    return {link_index.graph_link(g) for q, _ in reads if q.startswith("# mirror_outgoing")
+    return {link_index.graph_link(g) for q, _ in reads if q.startswith(LEVEL_QUERIES)
             for g in re.findall(r"FROM NAMED <([^>]+)>", q)}
 
 
@@ -470,14 +475,14 @@ def test_a_relation_filter_is_applied_by_the_level_query(
         reads.clear()
         text = mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0)
         assert _level_graphs(reads) == {(False, "owns")}
-        assert any(found for q, found in reads if q.startswith("# mirror_outgoing"))
+        assert any(found for q, found in reads if q.startswith(LEVEL_QUERIES))
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
         assert mem.recall(["JWT"], relations=["owns"], depth=3, max_chars=0) == text
 
 
 def test_the_level_query_reads_live_links_only(data_dir: Path, model: ScriptedModel) -> None:
-    """The walk's level query reads the link graphs of live targets only, three terms a row
-    (source, target, strength; issue 38): a dangling link is looked up for the results alone
+    """The walk's level query reads the link graphs of live targets only, a row a source
+    (its targets and strengths; issue 38): a dangling link is looked up for the results alone
     (``mirror_lost``), and the perception entry it makes is the one read without a mirror."""
     with MemoryManager("agent", data_dir=data_dir, config=MIRROR, model=model) as mem:
         build(mem, model)
@@ -489,10 +494,13 @@ def test_the_level_query_reads_live_links_only(data_dir: Path, model: ScriptedMo
         assert "expires" not in text and "I have forgotten" in text  # a perception entry
         graphs = _level_graphs(reads)
         assert graphs and all(g is not None and not g[0] for g in graphs), graphs
-        rows = [r for q, found in reads if q.startswith("# mirror_outgoing") for r in found]
-        assert rows and all(len(list(r)) == 3 for r in rows)
+        # a row a source (its links as "target strength …") or a row a link (three terms)
+        targets = [t for q, found in reads if q.startswith(LEVEL_QUERIES) for r in found
+                   for t in (r[1].value.split(" ")[::2] if len(r) == 2 else [r[1].value])]
+        assert targets and all(len(r) in (2, 3) for q, found in reads
+                               if q.startswith(LEVEL_QUERIES) for r in found)
         lost = V.NODE + ids["the token expires after two hours"]
-        assert lost not in {r[1].value for r in rows}
+        assert lost not in targets
         assert any(q.startswith("# mirror_lost") for q, _ in reads)
     with MemoryManager("agent", data_dir=data_dir, config=NO_MIRROR, model=model) as mem:
         assert mem.recall(["JWT"], depth=3, max_chars=0, entry="both") == text
@@ -506,12 +514,55 @@ def test_the_level_query_names_its_graphs_with_serialized_terms_only() -> None:
 
     live = iri_ref(V.MIRROR_LINKS + "out")
     common = {"sources": [node_ref("0" * 32)], "threshold": lit(0.01)}
-    assert f"FROM NAMED {live}" in render("mirror_outgoing", graphs=[live], **common)
-    assert "FROM NAMED <" not in render("mirror_outgoing", graphs=None, **common)
+    assert f"FROM NAMED {live}" in render("mirror_level", graphs=[live], **common)
+    assert "FROM NAMED <" not in render("mirror_level", graphs=None, **common)
     with pytest.raises(ValueError, match="every graph"):
         render("mirror_outgoing", graphs=[], **common)
     with pytest.raises(TypeError):
         render("mirror_outgoing", graphs=["<urn:x> } DELETE WHERE { ?s ?p ?o"], **common)
+
+
+def test_a_level_read_a_row_a_source_keeps_the_links_the_row_query_keeps() -> None:
+    """``mirror_level.rq`` (a source's links in one row, split by ``level_links``) gives the
+    links ``mirror_outgoing.rq`` gives a row each (``link_rows``: the walk's small levels),
+    whatever a strength's datatype or lexical form: kept or dropped alike, the same floats
+    (issue 38)."""
+    from memory_rdf._links import level_links, link_rows
+    from memory_rdf._oxigraph import render
+
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    live, other = ox.NamedNode(V.MIRROR_LINKS + "out"), ox.NamedNode(V.MIRROR_LINKS + "out/x")
+    a, b, c = (ox.NamedNode(V.NODE + n) for n in ("a" * 32, "b" * 32, "c" * 32))
+    strengths = [ox.Literal("0.5", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal("0.001", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal("1", datatype=ox.NamedNode(xsd + "integer")),
+                 ox.Literal("+3", datatype=ox.NamedNode(xsd + "integer")),
+                 ox.Literal("0.25", datatype=ox.NamedNode(xsd + "decimal")),
+                 ox.Literal("1.0E2", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal("INF", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal(" 0.5", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal("0.5 0.6", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal("abc", datatype=ox.NamedNode(xsd + "double")),
+                 ox.Literal("0.7"), ox.NamedNode("urn:x")]
+    store = ox.Store()
+    for i, w in enumerate(strengths):
+        target = ox.NamedNode(V.NODE + f"{i:032x}")
+        store.add(ox.Quad(a if i % 2 else b, target, w, live))
+        store.add(ox.Quad(a, target, w, other))
+        store.add(ox.Quad(c, target, w, live))  # not a source asked for
+    params = {"sources": [node_ref("a" * 32), node_ref("b" * 32)], "threshold": lit(0.01)}
+    for graphs in ([iri_ref(live.value)], [iri_ref(live.value), iri_ref(other.value)]):
+        by_row: dict[str, list[tuple[str, float]]] = {}
+        for s, t, w in store.query(render("mirror_outgoing", graphs=graphs, **params)):
+            by_row.setdefault(s.value[len(V.NODE):], []).append(
+                (t.value[len(V.NODE):], float(w.value)))
+        grouped = level_links(list(store.query(render("mirror_level", graphs=graphs, **params))))
+        assert {s: sorted(ls) for s, ls in grouped.items()} == {
+            s: sorted(ls) for s, ls in by_row.items()}
+        rows = link_rows(list(store.query(render("mirror_outgoing", graphs=graphs, **params))))
+        assert {s: sorted(ls) for s, ls in rows.items()} == {
+            s: sorted(ls) for s, ls in by_row.items()}
+        assert sum(map(len, grouped.values())) == (6 if len(graphs) == 1 else 12)
 
 
 def test_every_update_template_is_known_to_the_link_index() -> None:
@@ -544,7 +595,8 @@ def test_the_mirrored_templates_read_only_what_the_mirror_holds() -> None:
         for pattern in re.findall(r"\?\w+ (\?\w+) ", body):
             assert pattern not in ("?p", "?predicate"), (name, pattern)
     mirror_queries = {n for n in query_names() if n.startswith("mirror_")}
-    assert mirror_queries == {"mirror_outgoing", "mirror_lost", "mirror_chunk_links"}
+    assert mirror_queries == {"mirror_outgoing", "mirror_level", "mirror_lost",
+                              "mirror_chunk_links"}
     for name in mirror_queries:
         body = "\n".join(line for line in query_text(name).splitlines()
                          if not line.lstrip().startswith("#"))

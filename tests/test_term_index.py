@@ -9,6 +9,7 @@ over it must be those of the SPARQL path (``keyword_entry.rq``), which stays the
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -178,15 +179,18 @@ def _keyword_tests(mem: MemoryManager) -> list[tuple[set[str], bool]]:
     needles in their texts (``CONTAINS``) or returns them whole."""
     store = _store(mem)
     asked: list[tuple[set[str], bool]] = []
-    real = store.rows
 
-    def spy(query: str) -> list:
-        if query.startswith(("# matching_texts", "# matching_nodes")):
-            asked.append((set(re.findall(f"<{re.escape(NODE)}([0-9a-f]+)>", query)),
-                          "FILTER(CONTAINS(" in query or "__needle" in query))
-        return real(query)
+    def spying(real: Any) -> Any:
+        def spy(query: str) -> Any:
+            if query.startswith(("# matching_texts", "# matching_nodes")):
+                asked.append((set(re.findall(f"<{re.escape(NODE)}([0-9a-f]+)>", query)),
+                              "FILTER(CONTAINS(" in query or "__needle" in query))
+            return real(query)
+        return spy
 
-    store.rows = spy  # type: ignore[method-assign]
+    # read as Python values (rows) or as terms (term_rows: matching_texts on this store)
+    store.rows = spying(store.rows)  # type: ignore[method-assign]
+    store.term_rows = spying(store.term_rows)  # type: ignore[method-assign]
     return asked
 
 
@@ -296,3 +300,31 @@ def test_the_keyword_test_finds_the_same_nodes_whatever_the_texts_case(
     assert len(found) == len(texts)  # every text is the answer to one of the queries
     assert _store(mem).terms.builds == 1
     _check_texts(_store(mem))
+
+
+def test_a_signature_keeps_a_node_when_it_has_every_bit_of_one_needle() -> None:
+    """``may_hold`` keeps, in order, exactly the nodes whose signature (of any size) has every
+    bit of one needle's characters pairs (its one character): the Bloom filter's definition,
+    tested bit by bit here; a node without texts is left out, an empty needle keeps every
+    node."""
+    import random
+
+    rnd = random.Random(11)
+    index = ti.TermIndex(0)
+    alphabet = "abcdefghij登录数据库支付用户 "
+    nodes = [f"urn:n{i}" for i in range(300)]
+    for node in nodes[:-5]:
+        length = rnd.choice((1, 3, 10, 40, 120, 400))
+        index.add_texts(node, ["".join(rnd.choice(alphabet) for _ in range(length))])
+    assert {bits.bit_length() - 1 for bits in index.texts.values()} == set(ti._SIZES)
+
+    def holds(bits: int, needle: str) -> bool:
+        grams = ti.needle_grams(needle)
+        assert grams is not None
+        return all(bits >> (h & (bits.bit_length() - 2)) & 1 for h in grams)
+
+    for needles in (["a"], ["登录"], ["数据库", "abc"], ["支付", "j"], ["hij用户"], ["zz"]):
+        expected = [n for n in nodes if n in index.texts
+                    and any(holds(index.texts[n], needle) for needle in needles)]
+        assert index.may_hold(nodes, needles) == expected, needles
+    assert index.may_hold(nodes, ["登录", ""]) == nodes

@@ -24,7 +24,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, TypeVar
 
 import pyoxigraph as ox
@@ -55,6 +55,8 @@ _TEXT_NEEDLES = (f" {V.m('content')} ", f" {V.m('keyword')} ")
 #: :data:`SIGNATURE_MAX`: about four bits a gram of its texts, a power of two.
 SIGNATURE_MIN = 64
 SIGNATURE_MAX = 512
+#: The signature sizes (:func:`signature`): powers of two from the least to the most.
+_SIZES = tuple(1 << b for b in range(SIGNATURE_MIN.bit_length() - 1, SIGNATURE_MAX.bit_length()))
 _FORGET = ("forget_node", "forget_nodes")
 _DELETE_TEXT = ("delete_node_text", "delete_node_texts")
 
@@ -117,6 +119,19 @@ def needle_grams(needle: str) -> tuple[int, ...] | None:
     return tuple(dict.fromkeys(hash(needle[i : i + 2]) for i in range(len(needle) - 1)))
 
 
+@lru_cache(maxsize=64)
+def _needle_bits(needles: tuple[str, ...]) -> dict[int, list[int]] | None:
+    """For :meth:`TermIndex.may_hold`: each needle's bits in a signature of each size, by the
+    signature's ``bit_length`` (m + 1: its size bit set too), so that a node is tested with
+    one AND a needle; None when there is no needle or an empty one (every text holds it)."""
+    wanted = [needle_grams(n) for n in needles]
+    if not wanted or any(w is None for w in wanted):
+        return None
+    return {size + 1: [sum({1 << (h & (size - 1)) for h in hashes}) | 1 << size
+                       for hashes in wanted if hashes is not None]
+            for size in _SIZES}
+
+
 class TermIndex:
     """``term → {node IRI}`` and ``node IRI → termCount``, as of the store's commit
     ``generation`` (read and changed only with :attr:`TermIndexes.lock` held); and each
@@ -150,22 +165,17 @@ class TermIndex:
         (:func:`~memory_rdf._text.fold`), may hold one of the lower-cased, folded ``needles``
         as a substring; the others certainly hold none (a Bloom filter has no false
         negatives). Order kept."""
-        wanted = [needle_grams(n) for n in needles]
-        if not wanted or any(w is None for w in wanted):
+        by_size = _needle_bits(tuple(needles))
+        if by_size is None:
             return list(nodes)
-        tests = [w for w in wanted if w is not None]
         out = []
         texts = self.texts
         for node in nodes:
             bits = texts.get(node)
             if bits is None:
                 continue
-            mask = bits.bit_length() - 2  # m - 1
-            for hashes in tests:
-                for h in hashes:
-                    if not bits >> (h & mask) & 1:
-                        break
-                else:
+            for needs in by_size[bits.bit_length()]:
+                if bits & needs == needs:
                     out.append(node)
                     break
         return out
