@@ -209,6 +209,37 @@ def test_a_handle_held_elsewhere_is_not_closed(tmp_path: Path) -> None:
         store.close()
 
 
+class _Spy:
+    """A wrapper around the handle, as tests put in its place (test_remember's AfterUpdate)."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+def test_a_wrapped_handle_is_not_opened_again(tmp_path: Path) -> None:
+    # The wrapper's refcount says nothing of the handle inside it: closing the wrapper left
+    # RocksDB open, the new open was refused, and the store was left parked (CI: a remember
+    # then raised StoreLockedError in test_remember's Ctrl-C test).
+    store = AgentStore(_agent(tmp_path, 50), mirror=True)
+    try:
+        assert store.wait_mirror(60)
+        store.wait_flush()
+        reopens = store.handle_reopens
+        real = store._store
+        store._store = _Spy(real)  # type: ignore[assignment]
+        assert not _reopen(store)
+        assert isinstance(store._store, _Spy)
+        store._store = real
+        assert store.handle_reopens == reopens
+        _commit_marker(store, 4)
+        assert _markers(store) == {"https://example.org/marker4"}
+    finally:
+        store.close()
+
+
 def test_a_parked_or_closed_store_is_not_opened_again(tmp_path: Path) -> None:
     path = _agent(tmp_path, 50)
     store = AgentStore(path, mirror=True)
