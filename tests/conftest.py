@@ -7,6 +7,9 @@ A test module that sets ``BACKENDS = ("embedded", "endpoint")`` runs each test u
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -99,3 +102,21 @@ def make_manager(
 @pytest.fixture
 def mem(make_manager: Callable[..., MemoryManager]) -> MemoryManager:
     return make_manager()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 20 MB tmpfs to fill up (a full disk); skipped where it cannot be mounted (needs root
+    on Linux)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounts a 20 MB tmpfs to fill it up: needs root on Linux")
+    where = tmp_path / "tmpfs"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
