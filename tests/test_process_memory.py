@@ -9,6 +9,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,3 +76,73 @@ def test_another_thread_may_import_pkg_resources_meanwhile() -> None:
     else:  # pragma: no cover - the assertion below fails
         raise AssertionError("the importing thread was not refused pkg_resources")
     assert refuse.find_spec("json") is None
+
+
+def _index(mem: object) -> Any:
+    from memory_rdf._oxigraph import AgentStore
+    from memory_rdf._oxigraph import term_index as ti
+
+    store = mem.store  # type: ignore[attr-defined]
+    assert isinstance(store, AgentStore)
+    index = ti.read_index(store, lambda ix: ix)
+    assert index is not None
+    return index
+
+
+def test_a_term_of_one_node_takes_no_set_in_the_term_index(make_manager) -> None:
+    # Before: every term held a set of its nodes, ~216 bytes even for one node — most terms
+    # (each node's rare words): ~2 MB of the index's ~10 MB at 10k nodes of the suite's store.
+    from helpers import remember
+
+    mem = make_manager()
+    words = ["zanzibar", "quokka", "fjord", "marzipan", "xylophone", "kumquat"]
+    for word in words:
+        remember(mem, f"the {word} note about kafka")
+    index = _index(mem)
+    single = {t: n for t, n in index.postings.items() if not isinstance(n, set)}
+    assert {"zanzibar", "quokka", "fjord"} <= set(single)
+    assert all(isinstance(n, str) and n.startswith("http") for n in single.values())
+    assert all(len(n) >= 2 for n in index.postings.values() if isinstance(n, set))
+    assert index.df("kafka") == len(words) and index.df("quokka") == 1 and index.df("nope") == 0
+    # answers through the index: the rare word finds its node, the shared one every node
+    assert "quokka" in mem.recall(["quokka"], depth=0, entry="keywords")
+    found = mem.recall(["kafka"], depth=0, entry="keywords", max_chars=0)
+    assert all(word in found for word in words)
+    # the index follows a forget: a term of two nodes back to one, and to none
+    from _graph import ids_by_content
+
+    ids = ids_by_content(mem)
+    remember(mem, "another quokka sighting")
+    index = _index(mem)
+    assert isinstance(index.postings["quokka"], set) and index.df("quokka") == 2
+    assert mem.forget([ids["the quokka note about kafka"]]) == 1
+    index = _index(mem)
+    assert isinstance(index.postings["quokka"], str) and index.df("quokka") == 1
+    assert "sighting" in mem.recall(["quokka"], depth=0, entry="keywords")
+    assert "note about kafka" not in mem.recall(["quokka"], depth=0, entry="keywords")
+
+
+def test_one_node_postings_rank_as_sets_did() -> None:
+    from memory_rdf._oxigraph.term_index import TermIndex
+
+    index = TermIndex(0)
+    for node, terms in {"n:a": ["x", "y"], "n:b": ["x"], "n:c": ["z"]}.items():
+        for term in terms:
+            index.add(node, term)
+            index.add(node, term)  # twice: no change
+        index.lengths[node] = len(terms)
+    assert index.postings == {"x": {"n:a", "n:b"}, "y": "n:a", "z": "n:c"}
+    assert index.terms_of == {"n:a": ("x", "y"), "n:b": ("x",), "n:c": ("z",)}
+    entries = [("y", 2.0), ("x", 0.5), ("z", 1.0)]
+    assert index.ranked(entries, 1.5, 10, 10, 10) == [
+        ("n:a", pytest.approx(2.5 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 1.5)))),
+        ("n:c", pytest.approx(1.0 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 1 / 1.5)))),
+        ("n:b", pytest.approx(0.5 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 1 / 1.5)))),
+    ]
+    assert index.ranked([("y", 1.0)], 1.5, 0, 10, 10) is None  # more postings than allowed
+    index.remove("n:b", "x")
+    index.remove("n:c", "x")  # not one of its nodes: no change
+    assert index.postings == {"x": "n:a", "y": "n:a", "z": "n:c"}
+    index.drop("n:a")
+    assert index.postings == {"z": "n:c"} and index.df("x") == 0
+    assert index.terms_of == {"n:c": ("z",)}
