@@ -148,6 +148,12 @@ def jieba_module() -> Any:
                     jieba.setLogLevel(logging.WARNING)
                     jieba.initialize()
                 _jieba = jieba
+                # unmarshalling its dictionary (a 9 MB cache file into a dict of ~500,000
+                # words, grown by doubling) left ~18 MB of freed buffers and tables resident
+                # in the arena of a thread that runs recall (issue 38)
+                from memory_rdf._oxigraph.block_caches import release_freed_memory
+
+                release_freed_memory()
     return _jieba
 
 
