@@ -919,7 +919,30 @@ def fresh_process_rss(path: Path) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"the fresh process exited with {done.returncode}: "
                            f"{done.stderr.strip()[-500:]}")
-    return {"status": "ok", **json.loads(done.stdout)}
+    out = json.loads(done.stdout)
+    # jieba's dictionary, loaded by the first Chinese keyword (the 登录 rows): once a process,
+    # however many agents and nodes; measured on its own (issue 38, /work/coord/rss5.md)
+    seg = subprocess.run([sys.executable, "-c", _SEGMENTER_SCRIPT], capture_output=True,
+                         text=True, timeout=300, cwd=HERE.parent)
+    if seg.returncode == 0:
+        out["segmenter"] = json.loads(seg.stdout)["segmenter"]
+    return {"status": "ok", **out}
+
+
+_SEGMENTER_SCRIPT = """
+import json
+from pathlib import Path
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+import memory_rdf
+from memory_rdf._text import jieba_module
+before = rss()
+jieba_module()
+print(json.dumps({"segmenter": rss() - before}))
+"""
 
 
 def _each(items: Sequence[str], fn: Callable[[str], object]) -> list[float]:
@@ -1269,6 +1292,12 @@ def _metric_rows(size: dict[str, Any]) -> list[str]:
                 f"| read mirror (fresh process): ready after / RSS added | "
                 f"{fresh['mirror_ready_s']:.1f} s / {grown / mb:.0f} MB | per node | "
                 f"{grown / max(1, size.get('nodes', 1)) / 1000:.1f} kB | |")
+        if fresh.get("segmenter"):
+            rest = fresh["after_recalls"] - fresh.get("after_mirror", fresh["after_open"])
+            rows.append(
+                f"| of the recalls' growth: Chinese word segmenter (jieba, once a process) | "
+                f"{fresh['segmenter'] / mb:.0f} MB | the rest (term index...) | "
+                f"{(rest - fresh['segmenter']) / mb:.0f} MB | |")
     rss = [size.get(k) for k in ("rss_after_open_bytes", "rss_end_bytes", "rss_peak_bytes")]
     if any(v is not None for v in rss):
         shown = " / ".join("—" if v is None else f"{v / 2**20:.0f}" for v in rss)

@@ -83,6 +83,11 @@ def test_quick_suite_runs_and_every_engine_answers_identically(tmp_path: Path) -
         assert timing["ceiling_per_s"] == pytest.approx(
             timing["cpus"] * 1e6 / timing["process_cpu_us_per_scan"]), timing
     assert "most scans/s" in json_path.with_suffix(".md").read_text(encoding="utf-8")
+    # the fresh process's RSS row: jieba's dictionary (loaded by the Chinese keyword rows,
+    # once a process) measured on its own, apart from what the store costs (issue 38)
+    fresh = size["metrics"]["rss_fresh_process"]
+    assert fresh["status"] == "ok" and fresh["segmenter"] > 10 * 2**20, fresh
+    assert "Chinese word segmenter" in json_path.with_suffix(".md").read_text(encoding="utf-8")
     # the generated store left nothing behind
     assert not any((tmp_path / "work").iterdir())
 

@@ -276,3 +276,58 @@ def test_a_full_disk_keeps_the_handle(small_disk: Path) -> None:
         assert _markers(store) == {"https://example.org/marker1"}
     finally:
         store.close()
+
+
+class _CountingHandle:
+    """Stands in for the agent's disk handle: counts what reaches it, passes it on."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.real, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args: object, **kwargs: object) -> object:
+            first = args[0] if args and isinstance(args[0], str) else ""
+            self.calls.append(f"{name}: {first[:60]}")
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+def test_a_recall_reads_nothing_from_the_disk_handle_once_the_mirror_serves(
+        tmp_path: Path) -> None:
+    # Before: a recall with Han keywords asked the disk store which nodes hold them
+    # (matching_nodes.rq) and when its results were said (node_dates.rq), refilling the
+    # block caches the reopen had let go, recall after recall.
+    from memory_rdf import Config
+
+    _agent(tmp_path, 300)
+    asked = [(["登录"], 2), (["登录", "数据库"], 4), (["login", "支付"], 2), ([], 2)]
+    answers = {}
+    for mirror in (False, True):
+        with MemoryManager("agent", data_dir=tmp_path,
+                           config=Config(auto_compress=False, read_mirror=mirror)) as mem:
+            store = mem.store
+            assert isinstance(store, AgentStore)
+            if mirror:
+                assert store.wait_mirror(120) and store.mirrored
+            got = [mem.recall(words, depth=depth, entry=entry)
+                   for words, depth in asked for entry in ("both", "keywords", "focus")]
+            if mirror:  # the term index built, its reopen done: the disk is not read again
+                store.wait_flush()
+                spy = _CountingHandle(store._store)
+                store._store = spy  # type: ignore[assignment]
+                try:
+                    again = [mem.recall(words, depth=depth, entry=entry)
+                             for words, depth in asked for entry in ("both", "keywords", "focus")]
+                finally:
+                    store._store = spy.real  # type: ignore[assignment]
+                assert spy.calls == []
+                assert again == got
+            answers[mirror] = got
+    assert answers[True] == answers[False]
+    assert any("登录" in text for text in answers[True])

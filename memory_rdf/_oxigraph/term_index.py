@@ -143,7 +143,9 @@ class TermIndex:
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
-        self.postings: dict[str, set[str]] = {}
+        #: term → its nodes: a set, or the node's IRI itself for a term of one node (most
+        #: terms: a set takes ~216 bytes however few it holds; never a set of one)
+        self.postings: dict[str, set[str] | str] = {}
         #: node → its terms (a tuple: ~8 terms a node, a set would take 4× the memory)
         self.terms_of: dict[str, tuple[str, ...]] = {}
         self.lengths: dict[str, int] = {}
@@ -184,18 +186,33 @@ class TermIndex:
         # One string object per node and per term, however many postings name it (a quad's
         # value is a new string each time: without this the index took ~2.9 kB a node).
         node, term = sys.intern(node), sys.intern(term)
-        nodes = self.postings.setdefault(term, set())
-        if node not in nodes:
+        nodes = self.postings.get(term)
+        if nodes is None:
+            self.postings[term] = node
+        elif isinstance(nodes, str):
+            if nodes == node:
+                return
+            self.postings[term] = {nodes, node}
+        elif node in nodes:
+            return
+        else:
             nodes.add(node)
-            self.terms_of[node] = (*self.terms_of.get(node, ()), term)
+        self.terms_of[node] = (*self.terms_of.get(node, ()), term)
 
     def remove(self, node: str, term: str) -> None:
         nodes = self.postings.get(term)
-        if nodes is None or node not in nodes:
+        if nodes is None:
             return
-        nodes.discard(node)
-        if not nodes:
+        if isinstance(nodes, str):
+            if nodes != node:
+                return
             del self.postings[term]
+        elif node not in nodes:
+            return
+        else:
+            nodes.discard(node)
+            if len(nodes) == 1:
+                self.postings[term] = nodes.pop()
         rest = tuple(t for t in self.terms_of.get(node, ()) if t != term)
         if rest:
             self.terms_of[node] = rest
@@ -234,7 +251,8 @@ class TermIndex:
         return [n for n in nodes if n in unfolded or (marked is not None and n in marked)]
 
     def df(self, term: str) -> int:
-        return len(self.postings.get(term, ()))
+        nodes = self.postings.get(term)
+        return 0 if nodes is None else 1 if isinstance(nodes, str) else len(nodes)
 
     def ranked(self, entries: Sequence[tuple[str, float]], avgdl: float, postings: int,
                candidates: int, results: int) -> list[tuple[str, float]] | None:
@@ -248,7 +266,8 @@ class TermIndex:
         # terms' idf in the entries' order, as SPARQL's SUM adds a node's rows.
         groups: list[tuple[tuple[int, ...], set[str]]] = []
         for i, (term, _idf) in enumerate(entries):
-            nodes = self.postings.get(term, set())
+            held = self.postings.get(term, ())
+            nodes = (held,) if isinstance(held, str) else held
             if len(nodes) > postings:
                 return None
             rest = set(nodes)
