@@ -65,7 +65,8 @@ def _contains(rules: Sequence[KeywordRule], unfolded: Collection[str] | None
     lower-cased text (``keywords``); or on the text as it is (``caseless``) when every needle
     is Han script only: no character lower-cases to a Han one or from one, so a text holds
     such a needle exactly when its ``LCASE`` does, and only the texts that hold one are
-    lower-cased (issue 38)."""
+    lower-cased (issue 38). (Their full-width forms, :func:`with_full_width`, are
+    themselves: only ASCII characters have one.)"""
     if all(is_han(c) for r in rules for n in r.needles for c in n):
         return {"caseless": _needles(rules, unfolded)}
     return {"keywords": _needles(rules, unfolded)}
