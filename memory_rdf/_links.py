@@ -7,6 +7,7 @@ shortcut triple ``node:a memory:link node:b``. A link whose target is no longer 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,10 +31,30 @@ from memory_rdf._oxigraph import (
 )
 from memory_rdf._oxigraph.link_index import graph_link
 
-#: A strength's lexical form (as the read mirror gives it) → its float. A walk level reads up
-#: to thousands of strengths, often the same few values (a link starts at a configured
-#: strength): parsing a shortest-repr double (~1,500 instructions) cost more than the lookup.
-_strength = lru_cache(maxsize=4096)(float)
+
+class _Strengths(dict[str, float]):
+    """A strength's lexical form (as the read mirror gives it) → its float, parsed on first
+    sight. A walk level reads up to thousands of strengths, often the same few values (a link
+    starts at a configured strength): parsing a shortest-repr double (~1,500 instructions) cost
+    more than the lookup, and a dict's own lookup (``__getitem__``, C-level on a hit) is
+    cheaper than an ``lru_cache``'s, which reorders its list at every hit (issue 38). At most
+    :data:`STRENGTHS_KEPT` values: when full, it starts again empty."""
+
+    __slots__ = ()
+
+    def __missing__(self, text: str) -> float:
+        if len(self) >= STRENGTHS_KEPT:
+            self.clear()
+        value = self[text] = float(text)
+        return value
+
+
+#: Most distinct strengths :data:`_strength` keeps (~0.5 MB at most).
+STRENGTHS_KEPT = 4096
+#: A strength's lexical form → its float (:class:`_Strengths`).
+_strength = _Strengths().__getitem__
+#: A target IRI's node id: the IRI after the node prefix (C-level, for ``map``).
+_after_prefix = operator.itemgetter(slice(len(V.NODE), None))
 #: Walk levels of at least this many sources read a row a source (``mirror_level.rq``),
 #: smaller ones a row a link (``mirror_outgoing.rq``): grouping costs ~0.14 M instructions a
 #: query and saves ~30 k a source (callgrind, the 10k suite's links; issue 38).
@@ -131,15 +152,18 @@ def link_rows(rows: Sequence[Sequence[Any]]) -> dict[str, list[tuple[str, float]
 def level_links(rows: Sequence[Sequence[Any]]) -> dict[str, list[tuple[str, float]]]:
     """``source → [(target, strength), …]`` of ``mirror_level.rq``'s rows (pyoxigraph terms).
 
-    One row a source: its links as "target strength …", split here at C level instead of
-    three terms a link unpacked in Python (issue 38). The link quads' ends are always node
-    IRIs (link_index.py): a target's id is its IRI after the prefix; a strength the query's
-    FILTER keeps is a valid number, whose lexical form holds no space."""
+    One row a source: its links' targets as "target target …" and their strengths as
+    "strength strength …", split here at C level instead of three terms a link unpacked in
+    Python (issue 38). The link quads' ends are always node IRIs (link_index.py): a target's
+    id is its IRI after the prefix; a strength the query's FILTER keeps is a valid number,
+    whose lexical form holds no space. Two lists of different lengths raise ValueError."""
     live: dict[str, list[tuple[str, float]]] = {}
-    cut, prefix, strength = len(V.NODE), V.NODE, _strength
-    for s, links in rows:
-        parts = links.value.replace(prefix, "").split(" ")
-        live[s.value[cut:]] = list(zip(parts[::2], map(strength, parts[1::2]), strict=True))
+    cut, target, strength = len(V.NODE), _after_prefix, _strength
+    for s, targets, strengths in rows:
+        ts, ws = targets.value.split(" "), strengths.value.split(" ")
+        if len(ts) != len(ws):
+            raise ValueError(f"a level row of {len(ts)} targets and {len(ws)} strengths")
+        live[s.value[cut:]] = list(zip(map(target, ts), map(strength, ws), strict=False))
     return live
 
 

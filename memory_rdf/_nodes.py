@@ -19,7 +19,7 @@ from memory_rdf._oxigraph import (
     to_python,
     triple,
 )
-from memory_rdf._text import KeywordRule, fold, keyword_rules, with_full_width
+from memory_rdf._text import KeywordRule, fold, is_han, keyword_rules, with_full_width
 
 T = TypeVar("T")
 
@@ -57,6 +57,19 @@ def _needles(rules: Sequence[KeywordRule], unfolded: Collection[str] | None) -> 
     forms when nothing tells which texts do not fold alike (``unfolded`` None)."""
     needles = list(dict.fromkeys(n for r in rules for n in r.needles))
     return [lit(n) for n in (with_full_width(needles) if unfolded is None else needles)]
+
+
+def _contains(rules: Sequence[KeywordRule], unfolded: Collection[str] | None
+              ) -> dict[str, list[Term]]:
+    """The ``matching_*.rq`` filter's parameter: the needles (:func:`_needles`) tested on the
+    lower-cased text (``keywords``); or on the text as it is (``caseless``) when every needle
+    is Han script only: no character lower-cases to a Han one or from one, so a text holds
+    such a needle exactly when its ``LCASE`` does, and only the texts that hold one are
+    lower-cased (issue 38). (Their full-width forms, :func:`with_full_width`, are
+    themselves: only ASCII characters have one.)"""
+    if all(is_han(c) for r in rules for n in r.needles for c in n):
+        return {"caseless": _needles(rules, unfolded)}
+    return {"keywords": _needles(rules, unfolded)}
 
 
 def _split(ids: Sequence[str], unfolded: Collection[str] | None
@@ -160,12 +173,12 @@ class NodeStore:
         ``unfolded`` ids (see :meth:`match_details`)."""
         rules = keyword_rules(keywords)
         if all(r.han for r in rules):
-            needles = _needles(rules, unfolded)
+            needles = _contains(rules, unfolded)
             tested, whole = _split(ids, unfolded)
             out: set[str] = set()
             for part in chunks(tested):
                 query = render(
-                    "matching_nodes", nodes=[node_ref(i) for i in part], keywords=needles
+                    "matching_nodes", nodes=[node_ref(i) for i in part], **needles
                 )
                 out.update(node_id(iri) for iri in self._store.column(query))
             if whole:
@@ -187,18 +200,18 @@ class NodeStore:
         then also looks for the needles' full-width forms
         (:func:`~memory_rdf._text.with_full_width`)."""
         rules = keyword_rules(keywords)
-        needles = _needles(rules, unfolded)
+        needles = _contains(rules, unfolded)
         tested, whole = _split(ids, unfolded)
-        parts: list[tuple[Sequence[str], list[Term] | None]]
+        parts: list[tuple[Sequence[str], dict[str, list[Term]]]]
         parts = [(part, needles) for part in chunks(tested)]
-        parts += [(part, None) for part in chunks(whole)]
+        parts += [(part, {}) for part in chunks(whole)]
         found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
         # a node's times as read (terms, from the embedded store): converted once a node, for
         # its last row, as they were for every row (a node has ~2 rows: content, keywords)
         times: dict[str, tuple[Any, Any]] = {}
         as_terms = False
         for part, needed in parts:
-            query = render("matching_texts", nodes=[node_ref(i) for i in part], keywords=needed)
+            query = render("matching_texts", nodes=[node_ref(i) for i in part], **needed)
             raw = self._store.term_rows(query)
             as_terms = raw is not None
             rows = self._store.rows(query) if raw is None else [

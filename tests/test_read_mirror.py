@@ -494,10 +494,11 @@ def test_the_level_query_reads_live_links_only(data_dir: Path, model: ScriptedMo
         assert "expires" not in text and "I have forgotten" in text  # a perception entry
         graphs = _level_graphs(reads)
         assert graphs and all(g is not None and not g[0] for g in graphs), graphs
-        # a row a source (its links as "target strength …") or a row a link (three terms)
+        # a row a source (its targets as "target …", their strengths) or a row a link
         targets = [t for q, found in reads if q.startswith(LEVEL_QUERIES) for r in found
-                   for t in (r[1].value.split(" ")[::2] if len(r) == 2 else [r[1].value])]
-        assert targets and all(len(r) in (2, 3) for q, found in reads
+                   for t in (r[1].value.split(" ") if q.startswith("# mirror_level")
+                             else [r[1].value])]
+        assert targets and all(len(r) == 3 for q, found in reads
                                if q.startswith(LEVEL_QUERIES) for r in found)
         lost = V.NODE + ids["the token expires after two hours"]
         assert lost not in targets
@@ -563,6 +564,45 @@ def test_a_level_read_a_row_a_source_keeps_the_links_the_row_query_keeps() -> No
         assert {s: sorted(ls) for s, ls in rows.items()} == {
             s: sorted(ls) for s, ls in by_row.items()}
         assert sum(map(len, grouped.values())) == (6 if len(graphs) == 1 else 12)
+
+
+def test_a_level_row_pairs_each_target_with_its_own_strength() -> None:
+    """``mirror_level.rq``'s two strings (targets, strengths) pair up: each target with its
+    own link's strength on a real store, whatever the links' order; a row whose two lists
+    differ in length is refused, not cut (issue 38)."""
+    from memory_rdf._links import level_links
+    from memory_rdf._oxigraph import render
+
+    live = ox.NamedNode(V.MIRROR_LINKS + "out")
+    double = ox.NamedNode("http://www.w3.org/2001/XMLSchema#double")
+    source = ox.NamedNode(V.NODE + "a" * 32)
+    store = ox.Store()
+    expected = []
+    for i in range(40):
+        target, strength = f"{i:032x}", f"0.{(i * 7919) % 1000:03d}1"
+        store.add(ox.Quad(source, ox.NamedNode(V.NODE + target),
+                          ox.Literal(strength, datatype=double), live))
+        expected.append((target, float(strength)))
+    rows = list(store.query(render("mirror_level", graphs=[iri_ref(live.value)],
+                                   sources=[node_ref("a" * 32)], threshold=lit(0.0))))
+    assert sorted(level_links(rows)["a" * 32]) == sorted(expected)
+    lone = ox.Literal("0.5")
+    with pytest.raises(ValueError, match="2 targets and 1 strengths"):
+        level_links([(source, ox.Literal(f"{V.NODE}b {V.NODE}c"), lone)])
+
+
+def test_a_strength_is_parsed_once_and_the_cache_stays_bounded() -> None:
+    """The strengths' cache gives ``float`` of a lexical form, and starts again empty when it
+    holds :data:`STRENGTHS_KEPT` values (issue 38)."""
+    from memory_rdf import _links
+
+    cache = _links._strength.__self__
+    cache.clear()
+    assert _links._strength("0.5") == 0.5 and _links._strength("1.0E2") == 100.0
+    assert _links._strength("INF") == float("inf") and len(cache) == 3
+    for i in range(_links.STRENGTHS_KEPT + 10):
+        assert _links._strength(f"0.{i}1") == float(f"0.{i}1")
+    assert 0 < len(cache) <= _links.STRENGTHS_KEPT
 
 
 def test_every_update_template_is_known_to_the_link_index() -> None:

@@ -1,5 +1,6 @@
-"""lit() spells ints and floats itself (a compression commit writes ~26 a scanned node): the
-text must be exactly what pyoxigraph serializes, and read back as the same value."""
+"""lit() spells ints and floats itself (a compression commit writes ~26 a scanned node), and
+node_ref() a node IRI of a plain id (a recall names hundreds): the text must be exactly what
+pyoxigraph serializes, and read back as the same value."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 import random
 
 import pyoxigraph as ox
+import pytest
 
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph import AgentStore, WriteBatch, lit, node_ref, triple
@@ -34,6 +36,30 @@ def test_lit_spells_floats_and_ints_as_pyoxigraph_does() -> None:
     # bool is an int subclass: still xsd:boolean
     assert lit(True) == str(ox.Literal(True))
     assert lit(False).endswith(f"<{V.XSD}boolean>")
+
+
+def test_node_ref_spells_plain_ids_as_pyoxigraph_does_and_checks_the_others() -> None:
+    """A plain id (ASCII letters and digits) is spliced as pyoxigraph writes it; any other id
+    is checked by pyoxigraph: one that cannot be an IRI is refused, never spliced (issue 38)."""
+    import string
+
+    rng = random.Random(18)
+    plain = ["0" * 32, "01a22447da0f71cab523657867090f11", "A", "z9"]
+    plain += ["".join(rng.choices(string.ascii_letters + string.digits, k=rng.randrange(1, 40)))
+              for _ in range(500)]
+    for nid in plain:
+        assert node_ref(nid) == str(ox.NamedNode(V.NODE + nid)), nid
+    # not plain: through pyoxigraph, as before (the same text, or refused)
+    for nid in ("a-b", "a_b", "é1", "٣", "ａ1", "a/b", "a%20b"):
+        assert node_ref(nid) == str(ox.NamedNode(V.NODE + nid)), nid
+    for bad in ("a b", "a>b", "a<b", "a\nb", 'a"b', "a{b", ""):
+        try:
+            expected = str(ox.NamedNode(V.NODE + bad))
+        except ValueError:
+            with pytest.raises(ValueError):
+                node_ref(bad)
+        else:
+            assert node_ref(bad) == expected
 
 
 def test_lit_values_read_back_unchanged() -> None:

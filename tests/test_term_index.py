@@ -328,3 +328,44 @@ def test_a_signature_keeps_a_node_when_it_has_every_bit_of_one_needle() -> None:
                     and any(holds(index.texts[n], needle) for needle in needles)]
         assert index.may_hold(nodes, needles) == expected, needles
     assert index.may_hold(nodes, ["登录", ""]) == nodes
+
+
+def test_han_needles_are_looked_for_in_the_texts_as_they_are(make_manager) -> None:
+    """A keyword test of Han needles only asks the store's ``CONTAINS`` on the texts as they
+    are (``?raw``, before ``LCASE``; issue 38) and finds what it found on the lower-cased
+    texts, also where lower-casing changes the text around or inside the keyword (final
+    sigma, dotted capital I, full-width letters); a needle of another script is still looked
+    for in the lower-cased texts."""
+    from memory_rdf._nodes import NodeStore, _needles
+    from memory_rdf._oxigraph import node_id, node_ref, render
+    from memory_rdf._text import keyword_rules
+
+    mem = make_manager(config=Config(auto_compress=False))
+    for text in ("ΣΑΣ登录ΣΑΣ", "İ登录", "登İ录", "ＡＢ登录", "LOGIN 登录", "数据库 OK", "登 录",
+                 "Login only", "nothing here"):
+        remember(mem, text)
+    ids = sorted(ids_by_content(mem).values())
+    store, nodes = mem.store, NodeStore(mem.store)
+    asked: list[str] = []
+    real_rows, real_terms = store.rows, store.term_rows
+
+    def spy(real: Any) -> Any:
+        def read(query: str) -> Any:
+            asked.append(query)
+            return real(query)
+        return read
+
+    store.rows, store.term_rows = spy(real_rows), spy(real_terms)  # type: ignore[method-assign]
+    for keywords, caseless in ((["登录"], True), (["登录", "数据库"], True),
+                               (["登录", "login"], False)):
+        # what the lower-cased texts hold (the filter as it was)
+        before = render("matching_nodes", nodes=[node_ref(i) for i in ids],
+                        keywords=_needles(keyword_rules(keywords), None))
+        expected = {node_id(row[0]) for row in real_rows(before)}
+        asked.clear()
+        assert set(nodes.match_details(ids, keywords)) <= expected
+        found = nodes.matching(ids, keywords)
+        assert asked and all(("CONTAINS(?raw" in q) is caseless for q in asked)
+        assert all(("CONTAINS(?text" in q) is not caseless for q in asked)
+        if caseless:
+            assert found == expected and len(found) >= 4, keywords

@@ -27,7 +27,17 @@ class Term(str):
 _NODE_PREFIX_LEN = len(V.NODE)
 
 
+_NODE_OPEN = f"<{V.NODE}"
+
+
 def node_ref(node: str) -> Term:
+    """The serialized IRI of node ``node`` (``<…/node/{id}>``). An id of ASCII letters and
+    digits only (every id the library makes: 32 hex digits) is spliced as it is, which is
+    exactly what pyoxigraph writes for it (tests/test_store_terms.py compares the two): ~0.1
+    against ~0.5 µs, and a recall at 10k nodes names hundreds of nodes in its queries
+    (issue 38). Any other id goes through ``ox.NamedNode``, which checks it."""
+    if node.isascii() and node.isalnum():
+        return Term(_NODE_OPEN + node + ">")
     return Term(str(ox.NamedNode(V.NODE + node)))
 
 
