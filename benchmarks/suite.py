@@ -880,14 +880,18 @@ def _memory_shortfall(nodes: int) -> str | None:
     return None
 
 
-_RSS_SCRIPT = """
-import json, sys, time
+#: The fresh processes' own VmRSS (prefixed to each script below).
+_RSS_FUNCTION = """
 from pathlib import Path
 def rss():
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
+"""
+
+_RSS_SCRIPT = _RSS_FUNCTION + """
+import json, sys, time
 base = rss()
 from memory_rdf import Config, MemoryManager
 imported = rss()
@@ -921,7 +925,7 @@ def fresh_process_rss(path: Path) -> dict[str, Any]:
                            f"{done.stderr.strip()[-500:]}")
     out = json.loads(done.stdout)
     # jieba's dictionary, loaded by the first Chinese keyword (the 登录 rows): once a process,
-    # however many agents and nodes; measured on its own (issue 38, /work/coord/rss5.md)
+    # however many agents and nodes; measured on its own (issue 38, benchmarks/HISTORY.md)
     seg = subprocess.run([sys.executable, "-c", _SEGMENTER_SCRIPT], capture_output=True,
                          text=True, timeout=300, cwd=HERE.parent)
     if seg.returncode == 0:
@@ -929,14 +933,8 @@ def fresh_process_rss(path: Path) -> dict[str, Any]:
     return {"status": "ok", **out}
 
 
-_SEGMENTER_SCRIPT = """
+_SEGMENTER_SCRIPT = _RSS_FUNCTION + """
 import json
-from pathlib import Path
-def rss():
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 import memory_rdf
 from memory_rdf._text import jieba_module
 before = rss()
