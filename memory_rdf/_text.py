@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from memory_rdf._allocator import release_freed_memory
+
 __all__ = [
     "CHINESE_STOP_WORDS",
     "ENGLISH_STOP_WORDS",
@@ -151,8 +153,6 @@ def jieba_module() -> Any:
                 # unmarshalling its dictionary (a 9 MB cache file into a dict of ~500,000
                 # words, grown by doubling) left ~18 MB of freed buffers and tables resident
                 # in the arena of a thread that runs recall (issue 38)
-                from memory_rdf._oxigraph.block_caches import release_freed_memory
-
                 release_freed_memory()
     return _jieba
 

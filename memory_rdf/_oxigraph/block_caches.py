@@ -5,9 +5,10 @@ Reading the whole store through the agent's handle — the read mirror's build (
 default graph), the term index's build, an export — fills RocksDB's block caches, which the
 handle keeps for its life: Oxigraph gives the index column families a 32 MB cache and the
 strings' column family one of 128 MB (``OptimizeForPointLookup(128)``), ~5.2 kB per node at
-10k nodes, ~2 kB at 100k, that nothing reads again once the mirror serves reads (issue 38,
-/work/coord/mem2.md). pyoxigraph has no option for those caches and no way to empty them;
-dropping the handle does (the caches go with it, ``malloc_trim`` gives the pages back).
+10k nodes, ~2 kB at 100k, that nothing reads again once the mirror serves reads (issue 38;
+benchmarks/HISTORY.md, the 11:35 run of 2026-11-29). pyoxigraph has no option for those
+caches and no way to empty them; dropping the handle does (the caches go with it,
+``malloc_trim`` gives the pages back: :mod:`memory_rdf._allocator`).
 
 The reopen is an owner message, so no commit, flush, compaction, park or swap runs beside it;
 it waits up to :data:`READERS_WAIT` for the reads in progress to end (new ones come in
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from memory_rdf._allocator import release_freed_memory
 from memory_rdf._exceptions import StoreError
 from memory_rdf._oxigraph.errors import _room_to_reopen, _storage_errors
 
@@ -41,19 +43,6 @@ log = logging.getLogger("memory_rdf")
 #: Seconds the reopen waits for reads in progress to end before it gives up (the owner, so
 #: commits, wait as long; new reads still come in while it waits).
 READERS_WAIT = 0.5
-
-
-def release_freed_memory() -> None:
-    """Give the memory freed by a dropped mirror or handle back to the system (glibc
-    ``malloc_trim``; nothing elsewhere). Without it the freed pages stayed in the allocator's
-    per-thread arenas (each build runs in its own thread) and RSS kept climbing across
-    renewals (measured: 10k nodes, continuous compression, 1.28 GB after 4 minutes)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def after_whole_read(store: AgentStore) -> None:

@@ -15,7 +15,7 @@ import weakref
 #: 13.2 kB per node at 10k nodes beside the store's open, of which ~5.4 kB is the disk store's
 #: own memory after its dump read every table (RocksDB's blocks, there with or without a
 #: mirror once the store is read); a copy of every graph took ~41 kB (benchmarks/PROFILE.md,
-#: "The read mirror"; /work/coord/d1.md).
+#: "The read mirror"; benchmarks/HISTORY.md).
 MIRROR_BYTES_PER_NODE = 13_000
 #: The automatic choice (``Config.read_mirror=None``) mirrors a store when its estimated size
 #: (nodes at open × MIRROR_BYTES_PER_NODE) is at most this share of the memory available then:
