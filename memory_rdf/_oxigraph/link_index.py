@@ -137,20 +137,33 @@ class _Link:
 
 class MirrorFilter:
     """What of the default graph's N-Triples dump goes into the mirror: :meth:`take` keeps a
-    chunk's KEPT lines (returned, to load as they are), puts its text lines in :attr:`texts`
-    and notes its link lines, from which :meth:`link_quads` makes the link quads once every
-    node's liveness is in the mirror."""
+    chunk's KEPT lines (returned, to load as they are), keeps its text lines for
+    :meth:`text_table` and notes its link lines, from which :meth:`link_quads` makes the link
+    quads once every node's liveness is in the mirror."""
 
     def __init__(self) -> None:
         self.links: dict[str, _Link] = {}
-        self.texts = TextTable()
+        self.text_lines: list[bytes] = []
 
     def take(self, chunk: bytes) -> bytes:
         link_lines = b"".join(_LINK_LINE.findall(chunk))
         if link_lines:
             self._note(ox.parse(link_lines, format=ox.RdfFormat.N_TRIPLES))
-        self.texts.take(b"".join(TEXT_LINE.findall(chunk)))
+        text_lines = b"".join(TEXT_LINE.findall(chunk))
+        if text_lines:
+            self.text_lines.append(text_lines)
         return b"".join(_KEPT_LINE.findall(chunk))
+
+    def text_table(self) -> TextTable:
+        """The text table of the lines kept (empties them). Made after :meth:`link_quads`:
+        built beside the links' notes, its objects sat among theirs in the allocator's pools,
+        which then could not be given back when the notes went (measured at 10k nodes: 49 MB
+        held against 6 MB made afterwards)."""
+        table = TextTable()
+        lines, self.text_lines = self.text_lines, []
+        while lines:
+            table.take(lines.pop(0))
+        return table
 
     def _note(self, triples: Iterable[ox.Triple]) -> None:
         for t in triples:
@@ -215,7 +228,7 @@ def derive_both(disk: ox.Store) -> tuple[ox.Store, TextTable]:
     kept = take.take(disk.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=_DEFAULT) or b"")
     mirror.load(kept, format=ox.RdfFormat.N_TRIPLES)
     mirror.extend(list(take.link_quads(mirror)))
-    return mirror, take.texts
+    return mirror, take.text_table()
 
 
 # -- following commits -----------------------------------------------------------------------

@@ -409,7 +409,7 @@ class _Mirror:
             if build_steps is not None:
                 build_steps("indexing")
             mirror.extend(list(keep.link_quads(mirror)))
-            texts = keep.texts
+            texts = keep.text_table()  # after the links' notes are gone (see there)
             del keep
             odd_characters()  # what the text reads' LCASE asks the engine for (once a process)
             self._catch_up(mirror, texts)

@@ -90,7 +90,7 @@ def odd_characters() -> re.Pattern[str]:
     """The characters whose lower case Python and the engine's ``LCASE`` disagree on, found
     by asking the engine (~0.4 s once a process, in a mirror's build), and the capital sigma
     (its lower case depends on what surrounds it)."""
-    store = ox.Store()
+    store = _engine()
     odd = {"\u03a3"}
     step = 1 << 16
     for start in range(0x80, 0x110000, step):
@@ -107,8 +107,13 @@ def odd_characters() -> re.Pattern[str]:
     return re.compile("[" + "".join(re.escape(c) for c in sorted(odd)) + "]")
 
 
+@cache
+def _engine() -> ox.Store:
+    return ox.Store()  # empty: it only evaluates LCASE
+
+
 def _engine_lcase(text: str) -> str:
-    rows = ox.Store().query(f"SELECT (LCASE({ox.Literal(text)}) AS ?l) {{}}")
+    rows = _engine().query(f"SELECT (LCASE({ox.Literal(text)}) AS ?l) {{}}")
     assert isinstance(rows, ox.QuerySolutions)
     lowered = next(iter(rows))[0]
     assert lowered is not None
