@@ -3,7 +3,8 @@ it is derived from the store's dump (:class:`MirrorFilter`, :func:`link_quads`),
 commit's :class:`WriteBatch` is followed on it (:func:`plan`, :func:`apply_plan`).
 
 The mirror is not a copy of the store: it holds what recall's and compression's hot reads
-need, ~4 kB per node instead of ~41 (benchmarks/memory_parts.py):
+need, ~5.2 kB per node instead of ~41 (~4.5 in its store, ~0.7 in its text table, 10k
+nodes; benchmarks/memory_parts.py):
 
 * every triple of the memory network (the default graph) whose predicate is one of
   :data:`KEPT` — a node's scan state, the focus list, the pins — as it is on disk;
