@@ -14,9 +14,11 @@ On a store of the benchmark suite's workload (``generate(..., decay=120, forgott
   loader's files are LZ4 until their first compaction.
 * **mirror**: the RSS an in-memory ``pyoxigraph.Store`` takes for sets of quads (loaded from an
   N-Quads file in a process that holds nothing else): every quad (the mirror before issue 38),
-  the read mirror as a build makes it (``link_index.derive``: one quad per link, the texts,
-  scan state, focus and pins), and it without the scan state or the texts; and the time the
-  build takes;
+  the read mirror as a build made it until its texts left the store (one quad per link, the
+  texts, scan state, focus and pins as quads), the read mirror now (``link_index.derive_both``:
+  one quad per link, scan state, focus and pins in the store, the texts and times in its
+  Python :class:`~memory_rdf._oxigraph.text_table.TextTable`), and the store part alone; and
+  the time the build takes;
 * **caches**: the RSS a whole read of the store (the default graph's N-Triples dump, as the
   read mirror's build reads it) leaves in a fresh process while the store stays open: through
   the agent's handle kept open (the build before issue 38: RocksDB's block caches stay full —
@@ -24,8 +26,8 @@ On a store of the benchmark suite's workload (``generate(..., decay=120, forgott
   handle opened again after the read (what the owner does now, ``_oxigraph/block_caches``);
 * **latency** (``--latency N``): what the pieces recall reads cost, N random frontiers of 10 /
   100 / 500 nodes: a walk level on the read mirror (one quad per link) and on the disk store
-  (the same rows, checked), matching_texts.rq and node_entries.rq on the mirror and on the
-  disk store.
+  (the same rows, checked), the keyword test's texts and the entries' texts from the mirror's
+  text table and by matching_texts.rq and node_entries.rq on the disk store.
 
     python benchmarks/memory_parts.py [--nodes 10000] [--dir /tmp/parts]
         [--skip disk|mirror|caches] [--latency 30]
@@ -56,9 +58,10 @@ import pyoxigraph as ox  # noqa: E402
 from benchmarks._workload import generate  # noqa: E402
 from memory_rdf import _vocab as V  # noqa: E402
 from memory_rdf._oxigraph import lit  # noqa: E402
-from memory_rdf._oxigraph.link_index import derive  # noqa: E402
+from memory_rdf._oxigraph.link_index import derive_both  # noqa: E402
 from memory_rdf._oxigraph.render import render  # noqa: E402
 from memory_rdf._oxigraph.terms import Term  # noqa: E402
+from memory_rdf._oxigraph.text_table import TextTable  # noqa: E402
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 GRAPHS = "https://w3id.org/memory-rdf/graph/"
@@ -174,9 +177,11 @@ def disk_table(store_dir: Path, work: Path, nodes: int, say: Callable[[str], Non
     say("quads by part: " + ", ".join(f"{k} {v / nodes:.2f}" for k, v in counts.most_common()))
 
 
-def _load_rss(path: str) -> dict[str, int]:
-    """Run in a child process: RSS taken by loading the N-Quads file ``path``."""
-    done = subprocess.run([sys.executable, __file__, "--load-rss", path], capture_output=True,
+def _load_rss(path: str, texts: str | None = None) -> dict[str, int]:
+    """Run in a child process: RSS taken by loading the N-Quads file ``path`` into a store
+    and, given, the N-Quads file ``texts`` into a text table beside it."""
+    done = subprocess.run([sys.executable, __file__, "--load-rss", path,
+                           *(["--texts", texts] if texts else [])], capture_output=True,
                           text=True, check=True, timeout=1800)
     result: dict[str, int] = json.loads(done.stdout)
     return result
@@ -257,12 +262,12 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
     reader = ox.Store.read_only(str(store_dir))
     quads = list(reader)
     start = time.perf_counter()
-    lean = derive(reader)  # the read mirror as a build makes it (issue 38)
+    lean, table = derive_both(reader)  # the read mirror as a build makes it (issue 38)
     built = time.perf_counter() - start
     del reader
     lean_quads = list(lean)
     if not latency:
-        del lean
+        del lean, table
     m = V.MEMORY
 
     def predicate(q: ox.Quad) -> str:
@@ -273,43 +278,57 @@ def mirror_table(store_dir: Path, nodes: int, say: Callable[[str], None],
             V.MIRROR_LINKS)
 
     texts = {m + p for p in ("content", "phrase", "keyword", "createdAt", "saidAt")}
+    text_quads = [q for q in quads if predicate(q) in texts
+                  and isinstance(q.graph_name, ox.DefaultGraph)]
     scan = {m + "scanOrder", m + "originalLength"}
-    sets: dict[str, list[ox.Quad]] = {
-        "every quad (the mirror before issue 38, without its link index)": quads,
-        "the read mirror (issue 38): one quad per link, texts, scan state, focus, pins":
-            lean_quads,
-        "the same without scanOrder, originalLength (compression's scan state)": [
-            q for q in lean_quads if predicate(q) not in scan],
-        "one quad per link, scanCount, focus, pins (no texts)": [
-            q for q in lean_quads if linked(q) or predicate(q) not in texts | scan],
-    }
+    # (name, the store's quads, the text table's triples or None)
+    sets: list[tuple[str, list[ox.Quad], list[ox.Quad] | None]] = [
+        ("every quad (the mirror before issue 38, without its link index)", quads, None),
+        ("one quad per link, texts, scan state, focus, pins (the mirror until its texts "
+         "left the store)", lean_quads + text_quads, None),
+        ("**the read mirror now**: one quad per link, scan state, focus, pins + the texts in "
+         "its Python table", lean_quads, text_quads),
+        ("its store alone: one quad per link, scan state, focus, pins", lean_quads, None),
+        ("one quad per link, scanCount, focus, pins", [
+            q for q in lean_quads if linked(q) or predicate(q) not in scan], None),
+    ]
     say(f"read mirror built from the store in {built:.1f} s (derive(), one thread)")
     say("")
     say("| mirror holding | quads/node | RSS B/node | B/quad |")
     say("|---|---|---|---|")
-    for name, chosen in sets.items():
-        with tempfile.NamedTemporaryFile("w", suffix=".nq", delete=False,
-                                         encoding="utf-8") as f:
-            f.writelines(f"{q} .\n" for q in chosen)
+    for name, chosen, in_table in sets:
+        files: list[str] = []
+        for written_quads in (chosen, in_table):
+            if written_quads is None:
+                continue
+            with tempfile.NamedTemporaryFile("w", suffix=".nq", delete=False,
+                                             encoding="utf-8") as f:
+                f.writelines(f"{q} .\n" for q in written_quads)
+            files.append(f.name)
         try:
-            got = _load_rss(f.name)
+            got = _load_rss(*files)
         finally:
-            os.unlink(f.name)
+            for file in files:
+                os.unlink(file)
+        if in_table is not None:
+            got["quads"] += len(in_table)
         say(f"| {name} | {got['quads'] / nodes:.1f} | {got['rss'] / nodes:,.0f} | "
             f"{got['rss'] / max(1, got['quads']):.0f} |")
     if latency:
         live = [q.subject for q in quads if predicate(q) == m + "scanCount"]
-        del quads, sets, lean_quads
+        del quads, sets, lean_quads, text_quads
         say("")
-        latency_table(store_dir, lean, live, latency, say)
+        latency_table(store_dir, lean, table, live, latency, say)
 
 
-def latency_table(store_dir: Path, mirror: ox.Store, live: Sequence[ox.NamedNode],
-                  repeat: int, say: Callable[[str], None]) -> None:
+def latency_table(store_dir: Path, mirror: ox.Store, table: TextTable,
+                  live: Sequence[ox.NamedNode], repeat: int,
+                  say: Callable[[str], None]) -> None:
     """p50 ms of the pieces recall reads, for random frontiers of 10 / 100 / 500 live nodes:
     a walk level on the read mirror (mirror_outgoing.rq, one quad per link) and on the disk
-    store (outgoing_links.rq: the same rows, checked), matching_texts.rq (keyword "login")
-    and node_entries.rq (20 nodes) on the mirror and on the disk store."""
+    store (outgoing_links.rq: the same rows, checked), the keyword test's texts (keyword
+    "login") and the entries' texts (20 nodes) from the mirror's text table and by
+    matching_texts.rq and node_entries.rq on the disk store (the same rows, counted)."""
     disk = ox.Store.read_only(str(store_dir))
     rnd = random.Random(3)
     say("| frontier | level rows | level, mirror | level, disk | "
@@ -317,6 +336,7 @@ def latency_table(store_dir: Path, mirror: ox.Store, live: Sequence[ox.NamedNode
     say("|---|---|---|---|---|---|---|---|")
     for size in (10, 100, 500):
         times: dict[str, list[float]] = {}
+        counted: dict[str, int] = {}
         rows = level_rows = 0
         for _ in range(repeat):
             frontier = rnd.sample(list(live), min(size, len(live)))
@@ -326,10 +346,18 @@ def latency_table(store_dir: Path, mirror: ox.Store, live: Sequence[ox.NamedNode
                              relations=None)
             texts = render("matching_texts", nodes=terms, keywords=[lit("login")])
             entries = render("node_entries", nodes=terms[:20])
+            ids = [n.value[len(V.NODE):] for n in frontier]
+            for key, reads in (
+                ("texts mirror", lambda ids=ids: table.matching_texts(ids, ["login"], False)),
+                ("entries mirror", lambda ids=ids: list(table.entries(ids[:20]))),
+            ):
+                start = time.perf_counter()
+                got_rows = reads()
+                times.setdefault(key, []).append((time.perf_counter() - start) * 1000)
+                counted[key] = len(got_rows)
             for key, store, query in (
                 ("level", mirror, level), ("level disk", disk, on_disk),
-                ("texts mirror", mirror, texts), ("texts disk", disk, texts),
-                ("entries mirror", mirror, entries), ("entries disk", disk, entries),
+                ("texts disk", disk, texts), ("entries disk", disk, entries),
             ):
                 start = time.perf_counter()
                 got = list(store.query(query, prefixes=V.PREFIXES))  # type: ignore[arg-type]
@@ -340,6 +368,10 @@ def latency_table(store_dir: Path, mirror: ox.Store, live: Sequence[ox.NamedNode
                 elif key == "level disk" and len(got) != level_rows:
                     raise AssertionError(f"the mirror's level: {level_rows} rows, the disk "
                                          f"store's {len(got)}")
+                elif key != "level disk" and len(got) != counted[key.replace("disk",
+                                                                            "mirror")]:
+                    raise AssertionError(f"{key}: {len(got)} rows, the table's "
+                                         f"{counted[key.replace('disk', 'mirror')]}")
         say(f"| {size} | {rows / repeat:,.0f} | " + " | ".join(
             f"{statistics.median(times[k]):.2f}" for k in (
                 "level", "level disk", "texts mirror", "texts disk", "entries mirror",
@@ -358,6 +390,7 @@ def main() -> None:
                         help="also time the pieces recall reads, N frontiers a size")
     parser.add_argument("--load-rss", help=argparse.SUPPRESS)
     parser.add_argument("--cache-rss", help=argparse.SUPPRESS)
+    parser.add_argument("--texts", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cache_rss:
         print(json.dumps(_cache_rss(args.cache_rss)))
@@ -369,6 +402,11 @@ def main() -> None:
         before = _rss()
         store = ox.Store()
         store.load(path=args.load_rss, format=ox.RdfFormat.N_QUADS)
+        table = TextTable()
+        if args.texts:
+            table.add(q.triple for q in ox.parse(path=args.texts, format=ox.RdfFormat.N_QUADS))
+        gc.collect()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
         print(json.dumps({"rss": _rss() - before, "quads": len(store)}))
         return
     base = args.dir or Path(tempfile.mkdtemp(prefix="memory-parts-"))

@@ -151,7 +151,11 @@ class _Chunk:
         chunk = cls(keyword_index=keyword_index)
         refs = [node_ref(i) for i in ids]
         chunk.node_refs = dict(zip(ids, refs, strict=True))
-        for iri, content, original, scans, key in store.rows(render("scan_state", nodes=refs)):
+        table = store.text_table()  # the read mirror's texts, beside its scan state
+        rows = store.rows(render("scan_state", nodes=refs)) if table is None else [
+            (iri, content, *rest) for iri, *rest in store.rows(render("scan_counts", nodes=refs))
+            for content in table.contents(node_id(iri))]
+        for iri, content, original, scans, key in rows:
             chunk.nodes[node_id(iri)] = _Node(content, int(original), int(scans), int(key))
         wanted = set(ids)
         odd: dict[str, float] = {}  # links whose IRI does not name their ends

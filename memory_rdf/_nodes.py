@@ -52,24 +52,28 @@ def importances(store: MemoryStore, refs: Sequence[Term], threshold: Term) -> di
     return {node_id(iri): round(float(value or 0.0), 9) for iri, value in store.rows(query)}
 
 
-def _needles(rules: Sequence[KeywordRule], unfolded: Collection[str] | None) -> list[Term]:
+def _needles(rules: Sequence[KeywordRule], unfolded: Collection[str] | None) -> list[str]:
     """What the store's ``CONTAINS`` looks for: the rules' needles, and their full-width
     forms when nothing tells which texts do not fold alike (``unfolded`` None)."""
     needles = list(dict.fromkeys(n for r in rules for n in r.needles))
-    return [lit(n) for n in (with_full_width(needles) if unfolded is None else needles)]
+    return with_full_width(needles) if unfolded is None else needles
 
 
 def _contains(rules: Sequence[KeywordRule], unfolded: Collection[str] | None
-              ) -> dict[str, list[Term]]:
+              ) -> dict[str, list[str]]:
     """The ``matching_*.rq`` filter's parameter: the needles (:func:`_needles`) tested on the
     lower-cased text (``keywords``); or on the text as it is (``caseless``) when every needle
     is Han script only: no character lower-cases to a Han one or from one, so a text holds
     such a needle exactly when its ``LCASE`` does, and only the texts that hold one are
     lower-cased (issue 38). (Their full-width forms, :func:`with_full_width`, are
-    themselves: only ASCII characters have one.)"""
+    themselves: only ASCII characters have one.) The mirror's text table tests the same."""
     if all(is_han(c) for r in rules for n in r.needles for c in n):
         return {"caseless": _needles(rules, unfolded)}
     return {"keywords": _needles(rules, unfolded)}
+
+
+def _terms(needles: dict[str, list[str]]) -> dict[str, list[Term]]:
+    return {name: [lit(n) for n in found] for name, found in needles.items()}
 
 
 def _split(ids: Sequence[str], unfolded: Collection[str] | None
@@ -135,6 +139,11 @@ class NodeStore:
     def texts(self, ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """``id → (content, phrase)`` for the given ids (missing ids are absent)."""
         out: dict[str, tuple[str, str]] = {}
+        table = self._store.text_table()
+        if table is not None:  # the read mirror's (same rows)
+            for nid, content, phrase in table.texts(ids):
+                out[nid] = (content, phrase)
+            return out
         for part in chunks(ids):
             query = render("node_texts", nodes=[node_ref(i) for i in part])
             for iri, content, phrase in self._store.rows(query):
@@ -176,9 +185,13 @@ class NodeStore:
             needles = _contains(rules, unfolded)
             tested, whole = _split(ids, unfolded)
             out: set[str] = set()
-            for part in chunks(tested):
+            table = self._store.text_table()
+            if table is not None:  # the read mirror's (same rows)
+                (kind, found), = needles.items()
+                out = table.matching(tested, found, kind == "caseless")
+            for part in chunks(tested if table is None else ()):
                 query = render(
-                    "matching_nodes", nodes=[node_ref(i) for i in part], **needles
+                    "matching_nodes", nodes=[node_ref(i) for i in part], **_terms(needles)
                 )
                 out.update(node_id(iri) for iri in self._store.column(query))
             if whole:
@@ -202,7 +215,7 @@ class NodeStore:
         rules = keyword_rules(keywords)
         needles = _contains(rules, unfolded)
         tested, whole = _split(ids, unfolded)
-        parts: list[tuple[Sequence[str], dict[str, list[Term]]]]
+        parts: list[tuple[Sequence[str], dict[str, list[str]]]]
         parts = [(part, needles) for part in chunks(tested)]
         parts += [(part, {}) for part in chunks(whole)]
         found: dict[str, tuple[set[int], set[int], list[str], list[str]]] = {}
@@ -210,20 +223,26 @@ class NodeStore:
         # its last row, as they were for every row (a node has ~2 rows: content, keywords)
         times: dict[str, tuple[Any, Any]] = {}
         as_terms = False
+        table = self._store.text_table()
         for part, needed in parts:
-            query = render("matching_texts", nodes=[node_ref(i) for i in part], **needed)
-            raw = self._store.term_rows(query)
-            as_terms = raw is not None
-            rows = self._store.rows(query) if raw is None else [
-                (iri.value, text.value, to_python(own), created, said)
-                for iri, text, own, created, said in raw]
+            if table is not None:  # the read mirror's (same rows; node ids, Python values)
+                (kind, some), = needed.items() or [("", None)]
+                rows = table.matching_texts(part, some, kind == "caseless")
+            else:
+                query = render("matching_texts", nodes=[node_ref(i) for i in part],
+                               **_terms(needed))
+                raw = self._store.term_rows(query)
+                as_terms = raw is not None
+                rows = self._store.rows(query) if raw is None else [
+                    (iri.value, text.value, to_python(own), created, said)
+                    for iri, text, own, created, said in raw]
             for iri, text, own, created, said in rows:
                 # a lower-cased ASCII text is its own fold (fold_class): folded once a text
                 folded = text if text.isascii() else fold(text)
                 hit = {i for i, r in enumerate(rules) if r.matches(text, folded)}
                 if not hit:
                     continue
-                nid = node_id(iri)
+                nid = node_id(iri)  # (an id as it is: the table's rows)
                 matched, owned, contents, keywords = found.setdefault(nid, (set(), set(), [], []))
                 times[nid] = (said, created)
                 matched |= hit
@@ -241,6 +260,11 @@ class NodeStore:
     def dates(self, ids: Sequence[str]) -> dict[str, tuple[datetime | None, datetime]]:
         """``id → (said_at or None, created_at)`` of the given live nodes (SPEC §5.4 v3)."""
         out: dict[str, tuple[datetime | None, datetime]] = {}
+        table = self._store.text_table()
+        if table is not None:  # the read mirror's (same rows)
+            for nid, created, said in table.dates(ids):
+                out[nid] = (said, created)
+            return out
         for part in chunks(ids):
             query = render("node_dates", nodes=[node_ref(i) for i in part])
             for iri, created, said in self._store.rows(query):
@@ -253,6 +277,11 @@ class NodeStore:
         """``id → (content, phrase, said_at or None, created_at)``: what a recall entry shows
         of each given live node (SPEC §5.4 v3; missing ids are absent)."""
         out: dict[str, tuple[str, str, datetime | None, datetime]] = {}
+        table = self._store.text_table()
+        if table is not None:  # the read mirror's (same rows)
+            for nid, content, phrase, created, said in table.entries(ids):
+                out[nid] = (content, phrase, said, created)
+            return out
         for part in chunks(ids):
             query = render("node_entries", nodes=[node_ref(i) for i in part])
             for iri, content, phrase, created, said in self._store.rows(query):

@@ -24,7 +24,8 @@ import pytest
 
 from memory_rdf import Config, MemoryManager, Processed, Templates
 from memory_rdf import _vocab as V
-from memory_rdf._oxigraph.link_index import KEPT, derive
+from memory_rdf._oxigraph.link_index import KEPT, derive, derive_both
+from memory_rdf._oxigraph.text_table import values
 
 
 @dataclass
@@ -193,6 +194,15 @@ def index(store: ox.Store) -> set[str]:
 def derived_index(disk: ox.Store) -> set[str]:
     """The link quads a mirror built from scratch out of ``disk`` holds."""
     return index(derive(disk))
+
+
+def same_texts(table: Any, disk: ox.Store) -> bool:
+    """The read mirror's text table holds what one built afresh from ``disk`` would (each
+    slot's values as a set: their order is the writes')."""
+    def norm(nodes: dict[str, tuple[Any, ...]]) -> dict[str, tuple[frozenset[str], ...]]:
+        return {nid: tuple(frozenset(repr(v) for v in values(slot)) for slot in row)
+                for nid, row in nodes.items()}
+    return table is not None and norm(table.nodes) == norm(derive_both(disk)[1].nodes)
 
 
 def same_as_built(mirror: ox.Store, disk: ox.Store) -> bool:

@@ -58,7 +58,7 @@ def test_the_handle_is_opened_again_after_the_mirror_s_build(tmp_path: Path) -> 
         store.wait_flush()
         assert store.handle_reopens == 1
         before = quads(store.store)
-        assert len(before) > 1000
+        assert len(before) > 500  # (the kept triples: no texts, which the table holds)
         _commit_marker(store, 1)  # the new handle takes writes
         assert _markers(store) == {"https://example.org/marker1"}
     finally:

@@ -61,7 +61,7 @@ def test_the_script_prints_both_tables(tmp_path: Path) -> None:
     out = done.stdout
     assert "| a memory:Link |" in out and "| all |" in out
     assert "| every quad (the mirror before issue 38, without its link index) |" in out
-    assert "the read mirror (issue 38)" in out
+    assert "the read mirror now" in out and "its Python table" in out
     assert "one quad per link" in out
     assert "| 10 |" in out  # the latency table (--latency)
     assert "| the handle kept open (the mirror's build before issue 38) |" in out

@@ -37,7 +37,16 @@ from memory_rdf import _vocab as V
 from memory_rdf._oxigraph import AgentStore, WriteBatch, link_ref, lit, node_ref, triple
 from memory_rdf._oxigraph import mirror as mirror_module
 
-from helpers import FAST, ScriptedModel, derived_index, index, quads, same_as_built, say
+from helpers import (
+    FAST,
+    ScriptedModel,
+    derived_index,
+    index,
+    quads,
+    same_as_built,
+    same_texts,
+    say,
+)
 
 #: Seed 4 made the two stores diverge before the fixed pool's importances were rounded: SPARQL's
 #: SUM adds in the store's iteration order, which differs between the mirror and the disk
@@ -111,6 +120,7 @@ def check_index(agent: Agent, where: str) -> None:
     assert got == want, (where, sorted(got - want), sorted(want - got))
     assert not index(store.store), where
     assert same_as_built(mirror.store, store.store), where
+    assert same_texts(mirror.texts, store.store), where
 
 
 def answers(mem: MemoryManager, rng: random.Random) -> list[tuple[Any, ...]]:
@@ -296,6 +306,7 @@ def test_link_index_follows_random_write_batches(tmp_path: Path) -> None:
             assert got == want, (step, done, sorted(got - want), sorted(want - got))
             assert quads(mirror.store) == quads(store.store)
             assert same_as_built(mirror.store, store.store), (step, done)
+            assert same_texts(mirror.texts, store.store), (step, done)
     finally:
         store.close()
 

@@ -9,6 +9,7 @@ over it must be those of the SPARQL path (``keyword_entry.rq``), which stays the
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from memory_rdf import Config, MemoryManager
 from memory_rdf import backup as backup_api
 from memory_rdf._oxigraph import AgentStore
 from memory_rdf._oxigraph import term_index as ti
+from memory_rdf._oxigraph.text_table import TextTable
 from memory_rdf._text import UNFOLDED, WIDE_MARKS, fold, fold_class
 
 from _graph import NODE, KeywordEntry, ids_by_content, set_strength
@@ -173,12 +175,25 @@ def test_keyword_recall_text_is_the_same_with_and_without_the_index(
     assert _store(mem).terms.builds == 1
 
 
-def _keyword_tests(mem: MemoryManager) -> list[tuple[set[str], bool]]:
+def _keyword_tests(mem: MemoryManager, monkeypatch: pytest.MonkeyPatch
+                   ) -> list[tuple[set[str], bool]]:
     """Each keyword test the agent's store answers from now on (``matching_texts.rq``,
-    ``matching_nodes.rq``): the ids of the nodes it is asked about, and whether it looks for
-    needles in their texts (``CONTAINS``) or returns them whole."""
+    ``matching_nodes.rq``, or the read mirror's text table in their stead): the ids of the
+    nodes it is asked about, and whether it looks for needles in their texts (``CONTAINS``)
+    or returns them whole."""
     store = _store(mem)
     asked: list[tuple[set[str], bool]] = []
+
+    def table_spy(real: Any, tested: Callable[[Any], bool]) -> Any:
+        def spy(self: TextTable, ids: Any, needles: Any, caseless: bool) -> Any:
+            ids = list(ids)
+            asked.append((set(ids), tested(needles)))
+            return real(self, ids, needles, caseless)
+        return spy
+
+    monkeypatch.setattr(TextTable, "matching", table_spy(TextTable.matching, lambda n: True))
+    monkeypatch.setattr(TextTable, "matching_texts",
+                        table_spy(TextTable.matching_texts, lambda n: n is not None))
 
     def spying(real: Any) -> Any:
         def spy(query: str) -> Any:
@@ -204,7 +219,7 @@ def test_the_keyword_test_reads_the_texts_of_the_nodes_that_may_match_only(
         remember(mem, text)
         remember(mem, f"lunch menu item {i}")
     ids = ids_by_content(mem)
-    asked = _keyword_tests(mem)
+    asked = _keyword_tests(mem, monkeypatch)
 
     def nodes_asked(keywords: list[str], entry: str) -> set[str]:
         asked.clear()
@@ -245,7 +260,7 @@ def test_texts_mixing_widths_or_other_compatibility_forms_match_by_their_folded_
     for text in (mixed, ligature, han, marked, *(f"lunch menu item {i}" for i in range(6))):
         remember(mem, text)
     mem.recall(["lunch"], entry="both")  # the keyword entry builds the index
-    asked = _keyword_tests(mem)
+    asked = _keyword_tests(mem, monkeypatch)
     for entry in ("focus", "keywords", "both"):
         for keywords, text in ((["postgresql"], mixed), (["finance"], ligature),
                                (["支付页api"], han), (["budget", "finance"], ligature),
@@ -337,7 +352,7 @@ def test_han_needles_are_looked_for_in_the_texts_as_they_are(make_manager) -> No
     sigma, dotted capital I, full-width letters); a needle of another script is still looked
     for in the lower-cased texts."""
     from memory_rdf._nodes import NodeStore, _needles
-    from memory_rdf._oxigraph import node_id, node_ref, render
+    from memory_rdf._oxigraph import lit, node_id, node_ref, render
     from memory_rdf._text import keyword_rules
 
     mem = make_manager(config=Config(auto_compress=False))
@@ -355,17 +370,22 @@ def test_han_needles_are_looked_for_in_the_texts_as_they_are(make_manager) -> No
             return real(query)
         return read
 
+    queries = ((["登录"], True), (["登录", "数据库"], True), (["登录", "login"], False))
+    # the read mirror's text table (where one serves) answers as the queries below
+    table = [(nodes.matching(ids, k), nodes.match_details(ids, k)) for k, _ in queries]
     store.rows, store.term_rows = spy(real_rows), spy(real_terms)  # type: ignore[method-assign]
-    for keywords, caseless in ((["登录"], True), (["登录", "数据库"], True),
-                               (["登录", "login"], False)):
+    store.text_table = lambda: None  # type: ignore[method-assign]  # the SPARQL path
+    for (keywords, caseless), (table_found, table_details) in zip(queries, table, strict=True):
         # what the lower-cased texts hold (the filter as it was)
         before = render("matching_nodes", nodes=[node_ref(i) for i in ids],
-                        keywords=_needles(keyword_rules(keywords), None))
+                        keywords=[lit(n) for n in _needles(keyword_rules(keywords), None)])
         expected = {node_id(row[0]) for row in real_rows(before)}
+        assert nodes.match_details(ids, keywords) == table_details
         asked.clear()
         assert set(nodes.match_details(ids, keywords)) <= expected
         found = nodes.matching(ids, keywords)
         assert asked and all(("CONTAINS(?raw" in q) is caseless for q in asked)
         assert all(("CONTAINS(?text" in q) is not caseless for q in asked)
+        assert found == table_found
         if caseless:
             assert found == expected and len(found) >= 4, keywords

@@ -48,12 +48,13 @@ from memory_rdf._oxigraph.owner import StoreOwner, _Turn, parallel_writes
 from memory_rdf._oxigraph.snapshot import Snapshot
 from memory_rdf._oxigraph.term_index import TermIndexes
 from memory_rdf._oxigraph.terms import Term, to_python
+from memory_rdf._oxigraph.text_table import TextTable
 from memory_rdf._query_guard import check_user_query
 
-#: Updates of at least this much text are applied to the disk store and to a live read mirror
-#: at the same time (AgentStore._commit_at_once): a compression chunk's (360-700 kB of text
-#: for 100 scans, decay only or every node shortened). A remember's (~80 kB for 5 segments)
-#: stays one store after the other, as measured for issue 16's remember figures.
+#: Updates of at least this much text go to the disk store and a live read mirror at once
+#: (AgentStore._commit_at_once): a compression chunk's (360-700 kB of text for 100 scans, decay
+#: only or every node shortened). A remember's (~80 kB, 5 segments) stays one store after the
+#: other, as measured for issue 16's remember figures.
 PARALLEL_COMMIT_BYTES = 256 << 10
 
 
@@ -165,8 +166,7 @@ class AgentStore(MemoryStore):
     @property
     def mirror_state(self) -> str:
         """The read mirror: "on", "loading", "off", "too large" or "failed" (reads on disk)."""
-        mirror = self._mirror
-        return "off" if mirror is None else mirror.state
+        return getattr(self._mirror, "state", "off")
 
     @property
     def mirror_building(self) -> bool:
@@ -522,16 +522,16 @@ class AgentStore(MemoryStore):
     @property
     def mirrored(self) -> bool:
         """A read mirror serves reads now (it may go away: :meth:`mirror_rows` says None)."""
-        mirror = self._mirror
-        return mirror is not None and mirror.store is not None
+        return getattr(self._mirror, "store", None) is not None
 
     def mirror_rows(self, query: str) -> list[Sequence[Any]] | None:
         """Rows (pyoxigraph terms, None unbound; the caller reads each ``value`` it needs) of a
         ``mirror_*.rq`` query over the mirror's link index; None: no mirror serves reads."""
         copy = getattr(self._mirror, "store", None)
-        if copy is None:
-            return None
-        return self._solutions(copy, query, f"the read mirror of {self.path}")
+        return None if copy is None else self._solutions(copy, query, f"mirror of {self.path}")
+
+    def text_table(self) -> TextTable | None:
+        return getattr(self._mirror, "served_texts", None)
 
     def mirror_graphs(self) -> list[str] | None:
         """The read mirror's named graphs (its link graphs); None: no mirror serves reads."""

@@ -18,6 +18,7 @@ from memory_rdf._oxigraph.terms import Term
 
 if TYPE_CHECKING:
     from memory_rdf._oxigraph.agent_store import AgentStore
+    from memory_rdf._oxigraph.text_table import TextTable
 
 Row = tuple[Any, ...]
 UserResult = list[dict[str, Any]] | bool | list[tuple[Any, Any, Any]]
@@ -67,6 +68,14 @@ class MemoryStore(ABC):
         without ORDER BY, e.g. ``scan_order.rq``): the embedded store answers it from disk
         (RocksDB keeps its indexes sorted; the read mirror, in memory, does not)."""
         return self.rows(query)
+
+    def text_table(self) -> TextTable | None:
+        """The nodes' texts and times held in memory (the read mirror's
+        :class:`~.text_table.TextTable`), which answers the text reads (``node_texts``,
+        ``node_dates``, ``node_entries``, ``matching_nodes``, ``matching_texts``,
+        ``scan_state``'s content) as those queries would; None (the default: an endpoint, a
+        store whose mirror is not serving): run the queries."""
+        return None
 
     @property
     def local(self) -> AgentStore | None:

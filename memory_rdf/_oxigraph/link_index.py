@@ -3,11 +3,16 @@ it is derived from the store's dump (:class:`MirrorFilter`, :func:`link_quads`),
 commit's :class:`WriteBatch` is followed on it (:func:`plan`, :func:`apply_plan`).
 
 The mirror is not a copy of the store: it holds what recall's and compression's hot reads
-need, ~7 kB per node instead of ~41 (benchmarks/memory_parts.py):
+need, ~5.2 kB per node instead of ~41 (~4.5 in its store, ~0.7 in its text table, 10k
+nodes; benchmarks/memory_parts.py):
 
 * every triple of the memory network (the default graph) whose predicate is one of
-  :data:`KEPT` — a node's texts and times, its scan state, the focus list, the pins — as it
-  is on disk;
+  :data:`KEPT` — a node's scan state, the focus list, the pins — as it is on disk;
+* a node's texts and times (``content``, ``phrase``, ``keyword``, ``createdAt``,
+  ``saidAt``) not as quads but in a Python table beside the store (:mod:`.text_table`:
+  ~300 bytes a quad in the store, ~9 a node), which answers the text reads
+  (``node_texts``, ``node_dates``, ``node_entries``, ``matching_nodes``,
+  ``matching_texts``, and ``scan_state``'s content); SPARQL answers the rest;
 * **one quad per link**, ``GRAPH <…/graph/mirror/{out|lost}[/{relation}]> { node:a node:b
   strength }``: the link ``link:a--b`` (SPEC §2) with its strength inline, in the graph of
   its target's liveness (``out``: a live node; ``lost``: a forgotten one, a dangling link)
@@ -27,7 +32,7 @@ library makes them) cannot be followed by its IRI: a mirror meeting one is given
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import quote, unquote
@@ -38,30 +43,28 @@ from memory_rdf import _vocab as V
 from memory_rdf._oxigraph.batch import EMBEDDED_GRAPHS, STRENGTHS, WriteBatch
 from memory_rdf._oxigraph.render import _terms, render
 from memory_rdf._oxigraph.terms import link_ends
+from memory_rdf._oxigraph.text_table import TEXT_LINE, TEXT_TOKENS, TextTable
 
 #: The memory network's predicates the mirror keeps as they are (local names).
-KEPT_NAMES = ("content", "phrase", "keyword", "createdAt", "saidAt", "scanCount", "scanOrder",
-              "originalLength", "member", "focusOrder", "pinned")
+KEPT_NAMES = ("scanCount", "scanOrder", "originalLength", "member", "focusOrder", "pinned")
 KEPT = frozenset(V.MEMORY + name for name in KEPT_NAMES)
 _KEPT_TOKENS = frozenset(V.m(name) for name in KEPT_NAMES)
 _LINK_TOKENS = frozenset((V.SOURCE, V.TARGET, V.RELATION))
 
 #: Shipped queries written against the mirror's layout: read nothing but :data:`KEPT`
 #: triples of the default graph (tests/test_read_mirror.py checks it). The mirror answers
-#: them; every other query goes to the disk store. (``matching_nodes``, ``node_dates``: a
-#: recall's Han keyword test and its results' dates, which read the disk and refilled its block
-#: caches after the reopen: issue 38.)
-MIRRORED_TEMPLATES = frozenset({"focus_nodes", "pinned_nodes", "matching_texts",
-                                "matching_nodes", "node_dates", "node_entries", "node_texts",
-                                "scan_state"})
+#: them; every other query goes to the disk store. (The text reads, ``node_texts`` …
+#: ``scan_state``, are answered by the mirror's :class:`TextTable` through the store's
+#: :meth:`~.interface.MemoryStore.text_table`, or by SPARQL on the disk store.)
+MIRRORED_TEMPLATES = frozenset({"focus_nodes", "pinned_nodes", "scan_counts"})
 
 #: Shipped update templates that touch only graphs the mirror does not hold (journal, metadata,
 #: vectors): nothing to follow. (The name is the one the tests know.)
 _INDEX_NEUTRAL = frozenset({"remove_task", "release_lease", "take_lease",
                             "clear_creation_marks", "delete_vectors", "clear_vectors",
                             "delete_node_text", "delete_node_texts"})
-#: Of those, the ones run on the mirror as they are (they delete KEPT triples too).
-_RUN_AS_IS = frozenset({"delete_node_text", "delete_node_texts"})
+#: Of those, the ones that delete texts (followed on the :class:`TextTable`).
+_DELETE_TEXTS = frozenset({"delete_node_text", "delete_node_texts"})
 _FORGET = frozenset({"forget_node", "forget_nodes"})
 _DELETE_LINKS = frozenset({"delete_link", "delete_links"})
 
@@ -135,17 +138,33 @@ class _Link:
 
 class MirrorFilter:
     """What of the default graph's N-Triples dump goes into the mirror: :meth:`take` keeps a
-    chunk's KEPT lines (returned, to load as they are) and notes its link lines, from which
-    :meth:`link_quads` makes the link quads once every node's liveness is in the mirror."""
+    chunk's KEPT lines (returned, to load as they are), keeps its text lines for
+    :meth:`text_table` and notes its link lines, from which :meth:`link_quads` makes the link
+    quads once every node's liveness is in the mirror."""
 
     def __init__(self) -> None:
         self.links: dict[str, _Link] = {}
+        self.text_lines: list[bytes] = []
 
     def take(self, chunk: bytes) -> bytes:
         link_lines = b"".join(_LINK_LINE.findall(chunk))
         if link_lines:
             self._note(ox.parse(link_lines, format=ox.RdfFormat.N_TRIPLES))
+        text_lines = b"".join(TEXT_LINE.findall(chunk))
+        if text_lines:
+            self.text_lines.append(text_lines)
         return b"".join(_KEPT_LINE.findall(chunk))
+
+    def text_table(self) -> TextTable:
+        """The text table of the lines kept (empties them). Made after :meth:`link_quads`:
+        built beside the links' notes, its objects sat among theirs in the allocator's pools,
+        which then could not be given back when the notes went (measured at 10k nodes: 49 MB
+        held against 6 MB made afterwards)."""
+        table = TextTable()
+        lines, self.text_lines = self.text_lines, []
+        while lines:
+            table.take(lines.pop(0))
+        return table
 
     def _note(self, triples: Iterable[ox.Triple]) -> None:
         for t in triples:
@@ -199,13 +218,18 @@ def _quads_of(mirror: ox.Store, iri: str, link: _Link,
 
 
 def derive(disk: ox.Store) -> ox.Store:
-    """A mirror of ``disk`` built at once (tests, benchmarks): what a build gives."""
+    """A mirror's store of ``disk`` built at once (tests, benchmarks): what a build gives."""
+    return derive_both(disk)[0]
+
+
+def derive_both(disk: ox.Store) -> tuple[ox.Store, TextTable]:
+    """A mirror of ``disk`` built at once (tests, benchmarks): its store and text table."""
     mirror = ox.Store()
     take = MirrorFilter()
     kept = take.take(disk.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=_DEFAULT) or b"")
     mirror.load(kept, format=ox.RdfFormat.N_TRIPLES)
     mirror.extend(list(take.link_quads(mirror)))
-    return mirror
+    return mirror, take.text_table()
 
 
 # -- following commits -----------------------------------------------------------------------
@@ -217,6 +241,9 @@ class Plan:
 
     #: the update to run on the mirror: the batch's KEPT lines and the templates run as is
     text: list[str] = field(default_factory=list)
+    #: the batch's writes of texts, in order, for the :class:`TextTable`: ("add" | "remove",
+    #: N-Triples lines) and ("drop" (their texts) | "forget", node IRIs)
+    texts: list[tuple[str, Sequence[str]]] = field(default_factory=list)
     #: nodes forgotten (their links' quads go; the links into them become dangling)
     forgotten: list[str] = field(default_factory=list)
     #: links deleted by template
@@ -245,12 +272,15 @@ def plan(batch: WriteBatch) -> Plan:
                 nodes = _terms("nodes", values.get("nodes", values.get("node")), many=True)
                 out.forgotten += nodes
                 out.liveness.update(nodes)
+                out.texts.append(("forget", nodes))
                 out.text.append(render(body + ".ru", **{**params, **values}).strip())
             elif body in _DELETE_LINKS:
                 out.deleted += _terms("links", values.get("links", values.get("link")),
                                       many=True)
-            elif body in _RUN_AS_IS:
-                out.text.append(render(body + ".ru", **{**params, **values}).strip())
+            elif body in _DELETE_TEXTS:
+                out.texts.append(("drop", _terms("nodes", values.get("nodes",
+                                                                     values.get("node")),
+                                                 many=True)))
             elif body not in _INDEX_NEUTRAL:
                 raise Unfollowable(f"the update {body}")
             continue
@@ -262,6 +292,7 @@ def plan(batch: WriteBatch) -> Plan:
         if neutral and _neutral(out, verb, body):
             continue
         kept: list[str] = []
+        texts: list[str] = []
         for line in body.split("\n"):
             parts = line.split(" ", 2)
             if len(parts) < 3:
@@ -269,7 +300,9 @@ def plan(batch: WriteBatch) -> Plan:
                     raise Unfollowable(f"a triple not one a line: {line[:80]!r}")
                 continue
             subject, predicate, rest = parts
-            if predicate in _KEPT_TOKENS:
+            if predicate in TEXT_TOKENS:
+                texts.append(line)
+            elif predicate in _KEPT_TOKENS:
                 kept.append(line)
                 if predicate == V.SCAN_COUNT and not neutral:
                     out.liveness.add(subject)
@@ -280,8 +313,7 @@ def plan(batch: WriteBatch) -> Plan:
                 out.structural.add(subject)
             elif not predicate.startswith("<"):
                 raise Unfollowable(f"a triple not written by the library: {line[:80]!r}")
-        if kept:
-            out.text.append(f"{verb} {{\n" + "\n".join(kept) + "\n}")
+        _kept(out, verb, kept, texts)
     out.replaced = batch.strengths
     return out
 
@@ -328,13 +360,16 @@ def _neutral(out: Plan, verb: str, body: str) -> bool:
     any other) when a line is not ``s p o .`` or a strength not of a link named by its ends."""
     at = 0 if verb == "DELETE DATA" else 1
     kept: list[str] = []
+    texts: list[str] = []
     neutral = out.neutral
     for line in body.split("\n"):
         parts = line.split(" ", 2)
         if len(parts) < 3:
             return False
         predicate = parts[1]
-        if predicate in _KEPT_TOKENS:
+        if predicate in TEXT_TOKENS:
+            texts.append(line)
+        elif predicate in _KEPT_TOKENS:
             kept.append(line)
         elif predicate == V.STRENGTH:
             subject = parts[0]
@@ -344,9 +379,34 @@ def _neutral(out: Plan, verb: str, body: str) -> bool:
                     or "--" in target or not rest.endswith(" .")):
                 return False
             neutral.setdefault((source, target), ([], []))[at].append(rest[:-2])
+    _kept(out, verb, kept, texts)
+    return True
+
+
+def _kept(out: Plan, verb: str, kept: list[str], texts: list[str]) -> None:
+    """Note the KEPT lines (as an update) and the text lines of an ``INSERT``/``DELETE
+    DATA``."""
     if kept:
         out.text.append(f"{verb} {{\n" + "\n".join(kept) + "\n}")
-    return True
+    if texts:
+        out.texts.append(("add" if verb == "INSERT DATA" else "remove", texts))
+
+
+def apply_texts(table: TextTable, todo: Plan) -> None:
+    """Follow a batch's writes of texts on the mirror's text table, in the batch's order."""
+    for kind, items in todo.texts:
+        if kind in ("add", "remove"):
+            triples = ox.parse("\n".join(items).encode(), format=ox.RdfFormat.N_TRIPLES)
+            (table.add if kind == "add" else table.remove)(triples)
+        else:
+            ids = [_node_id(ref) for ref in items]
+            (table.forget if kind == "forget" else table.drop_texts)(
+                i for i in ids if i is not None)
+
+
+def _node_id(ref: str) -> str | None:
+    node = "<" + V.NODE
+    return ref[len(node):-1] if ref.startswith(node) and ref.endswith(">") else None
 
 
 def _neutral_update(todo: Plan) -> str | None:

@@ -15,10 +15,17 @@ import pyoxigraph as ox
 from memory_rdf import _vocab as V
 from memory_rdf._oxigraph.batch import WriteBatch
 from memory_rdf._oxigraph.block_caches import after_whole_read, release_freed_memory
-from memory_rdf._oxigraph.link_index import MirrorFilter, Unfollowable, apply_plan, plan
+from memory_rdf._oxigraph.link_index import (
+    MirrorFilter,
+    Unfollowable,
+    apply_plan,
+    apply_texts,
+    plan,
+)
 from memory_rdf._oxigraph.mirror_budget import MIRROR_BUDGET, MIRROR_BYTES_PER_NODE
 from memory_rdf._oxigraph.render import render
 from memory_rdf._oxigraph.terms import to_python
+from memory_rdf._oxigraph.text_table import TextTable, odd_characters
 
 if TYPE_CHECKING:
     from memory_rdf._oxigraph.agent_store import AgentStore
@@ -177,9 +184,11 @@ class _LoadSink:
 class _Mirror:
     """The read mirror of an :class:`AgentStore`: an in-memory ``pyoxigraph.Store`` holding
     what recall's and compression's hot reads need of the disk store (:mod:`.link_index`: the
-    texts, scan state, focus and pins as they are, one quad per link), which answers the
-    queries written against that layout — ~3× cheaper per joined row than RocksDB
-    (benchmarks/PROFILE.md). Every other read, and the user's SPARQL, goes to disk.
+    scan state, focus and pins as they are, one quad per link), which answers the queries
+    written against that layout — ~3× cheaper per joined row than RocksDB
+    (benchmarks/PROFILE.md) — and beside it the nodes' texts and times in a
+    :class:`~.text_table.TextTable`, which answers the text reads. Every other read, and the
+    user's SPARQL, goes to disk.
 
     Built in a background thread when the store opens (reads go to disk until it is ready):
     the disk store is dumped (N-Quads, streamed in chunks into the mirror) from one snapshot,
@@ -200,6 +209,8 @@ class _Mirror:
         self.failures = failures
         #: The in-memory store, once built (None while loading, or when not kept).
         self.store: ox.Store | None = None
+        #: The nodes' texts, beside ``store`` (set before it; serving while it is).
+        self.texts: TextTable | None = None
         #: "loading", "on", "too large" (the automatic choice said no), "failed", "off".
         self.state = "loading"
         #: updates committed while loading (their batches: :func:`plan` is read at replay)
@@ -247,7 +258,10 @@ class _Mirror:
         try:
             if batch is None:
                 raise Unfollowable("an update without its batch")
-            apply_plan(mirror, plan(batch), disk or self._disk)
+            todo = plan(batch)
+            assert self.texts is not None
+            apply_texts(self.texts, todo)
+            apply_plan(mirror, todo, disk or self._disk)
             self.applied += len(text)
             if self.renew_after and self.applied >= self.renew_after:
                 self.renew()
@@ -256,6 +270,7 @@ class _Mirror:
             self.rebuild(str(exc))
         except Exception as exc:  # the disk store has the write: only the mirror is behind
             self.store = None
+            self.texts = None
             self.state = "failed"
             again = self.failures == 0
             log.warning(
@@ -294,10 +309,16 @@ class _Mirror:
 
     def _build_again(self, renewal: bool) -> None:
         self.store = None
+        self.texts = None
         self.state = "off"
         self.owner._mirror = _Mirror(self.owner, True, self.failures, renewal=renewal)
 
-    def _catch_up(self, mirror: ox.Store) -> None:
+    @property
+    def served_texts(self) -> TextTable | None:
+        """The text table while the mirror serves reads (None otherwise)."""
+        return self.texts if self.store is not None else None
+
+    def _catch_up(self, mirror: ox.Store, texts: TextTable) -> None:
         """Apply the updates committed since the snapshot to the new copy, in rounds, without
         the owner's turn: each round takes what was queued so far and writers go on queueing
         behind it. The last few (at most MIRROR_CATCH_UP_BYTES, or what is left after
@@ -311,9 +332,9 @@ class _Mirror:
                 if sum(size for size, _ in queued) <= MIRROR_CATCH_UP_BYTES:
                     return
                 self._pending = []
-            self._replay(mirror, queued)
+            self._replay(mirror, texts, queued)
 
-    def _replay(self, mirror: ox.Store,
+    def _replay(self, mirror: ox.Store, texts: TextTable,
                 queued: Sequence[tuple[int, WriteBatch | None]]) -> None:
         """Apply updates queued during the build to the new copy, in commit order, stopping
         between two if the build was cancelled. A link read back from the disk store is read
@@ -327,7 +348,9 @@ class _Mirror:
                     raise _Cancelled
                 if batch is None:
                     raise Unfollowable("an update without its batch")
-                apply_plan(mirror, plan(batch), self._disk, live=False)
+                todo = plan(batch)
+                apply_texts(texts, todo)
+                apply_plan(mirror, todo, self._disk, live=False)
 
     def _disk(self) -> ox.Store:
         """The owner's disk store, as it is (never opened again if parked: a build of the
@@ -386,12 +409,15 @@ class _Mirror:
             if build_steps is not None:
                 build_steps("indexing")
             mirror.extend(list(keep.link_quads(mirror)))
+            texts = keep.text_table()  # after the links' notes are gone (see there)
             del keep
-            self._catch_up(mirror)
+            odd_characters()  # what the text reads' LCASE asks the engine for (once a process)
+            self._catch_up(mirror, texts)
             with owner.turn():
-                self._replay(mirror, self._pending)
+                self._replay(mirror, texts, self._pending)
                 self._pending = None
                 self.renew_after = max(MIRROR_RENEW_MIN_BYTES, sink.loaded)
+                self.texts = texts
                 self.store = mirror
                 self.state = "on"
                 after_whole_read(owner)  # the dump filled the handle's caches: let them go
