@@ -14,6 +14,7 @@ as through SPARQL on disk.
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -27,7 +28,7 @@ from memory_rdf._compression import _Chunk
 from memory_rdf._nodes import NodeData, NodeStore, node_triples
 from memory_rdf._oxigraph import AgentStore, MemoryStore, WriteBatch, lit, node_ref, triple
 from memory_rdf._oxigraph.link_index import derive_both
-from memory_rdf._oxigraph.text_table import KEYWORD, lower, odd_characters, values
+from memory_rdf._oxigraph.text_table import KEYWORD, TextTable, lower, odd_characters, values
 
 TEXTS = ["we decided JWT for login", "登录 uses JWT tokens", "数据库 迁移 到 PostgreSQL",
          "ΣΑΣ ΟΔΟΣ", "İstanbul trip", "ＳＱＬ full width", "Straße ẞ", "ǅemal", "\ua7cb odd",
@@ -201,3 +202,31 @@ def test_the_table_is_built_from_the_store_and_answers_its_reads(tmp_path: Path)
         assert _reads(DiskView(store), names, QUERIES, set(names[:5])) == before
     finally:
         store.close()
+
+
+def test_a_commit_s_rewrite_is_seen_whole_by_readers() -> None:
+    """A compression commit deletes a node's text, then inserts the shorter one: a reader in
+    another thread sees the old row or the new one, never the node without its content
+    between the two (the in-memory store applied both in one update)."""
+    table = TextTable()
+    node = f"<{V.NODE}n1>"
+
+    def triples(content: str, forgotten: str) -> list[ox.Triple]:
+        lines = (f"{node} <{V.MEMORY}content> {ox.Literal(content)} .\n"
+                 f"<{V.NODE}{forgotten}> <{V.MEMORY}phrase> {ox.Literal('gone')} .\n")
+        return list(ox.parse(lines.encode(), format=ox.RdfFormat.N_TRIPLES))
+
+    table.add(triples("the long original text", "n2"))
+    before = dict(table.nodes)
+    with table.commit():
+        table.remove(triples("the long original text", "n9"))
+        table.forget(["n2"])
+        assert table.nodes == before  # nothing changed for readers yet
+        assert table.contents("n1") == ("the long original text",)
+        table.add(triples("short text", "n3"))
+    assert table.contents("n1") == ("short text",)
+    assert "n2" not in table.nodes and "n3" in table.nodes
+    with contextlib.suppress(RuntimeError), table.commit():
+        table.forget(["n1"])
+        raise RuntimeError("the commit failed half-way")
+    assert table.contents("n1") == ("short text",)  # a failed change is not put in place

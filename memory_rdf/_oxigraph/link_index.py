@@ -393,15 +393,19 @@ def _kept(out: Plan, verb: str, kept: list[str], texts: list[str]) -> None:
 
 
 def apply_texts(table: TextTable, todo: Plan) -> None:
-    """Follow a batch's writes of texts on the mirror's text table, in the batch's order."""
-    for kind, items in todo.texts:
-        if kind in ("add", "remove"):
-            triples = ox.parse("\n".join(items).encode(), format=ox.RdfFormat.N_TRIPLES)
-            (table.add if kind == "add" else table.remove)(triples)
-        else:
-            ids = [_node_id(ref) for ref in items]
-            (table.forget if kind == "forget" else table.drop_texts)(
-                i for i in ids if i is not None)
+    """Follow a batch's writes of texts on the mirror's text table, in the batch's order,
+    as one change for readers (:meth:`TextTable.commit`)."""
+    if not todo.texts:
+        return
+    with table.commit():
+        for kind, items in todo.texts:
+            if kind in ("add", "remove"):
+                triples = ox.parse("\n".join(items).encode(), format=ox.RdfFormat.N_TRIPLES)
+                (table.add if kind == "add" else table.remove)(triples)
+            else:
+                ids = [_node_id(ref) for ref in items]
+                (table.forget if kind == "forget" else table.drop_texts)(
+                    i for i in ids if i is not None)
 
 
 def _node_id(ref: str) -> str | None:

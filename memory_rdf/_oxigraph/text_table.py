@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -149,12 +150,33 @@ def _text(value: Any) -> str | None:
 class TextTable:
     """``node id → (content, phrase, keywords, createdAt, saidAt)``; see the module."""
 
-    __slots__ = ("nodes",)
+    __slots__ = ("_staged", "nodes")
 
     def __init__(self) -> None:
         self.nodes: dict[str, tuple[Any, ...]] = {}
+        #: a commit's rows while :meth:`commit` runs (``_EMPTY``: the node goes), else None
+        self._staged: dict[str, tuple[Any, ...]] | None = None
 
     # -- writes (the mirror's build thread, then the store owner's turn) ----------------------
+
+    @contextmanager
+    def commit(self) -> Iterator[None]:
+        """Make the writes inside one change for readers: the rows they touch are staged and
+        put in place together at the end (one ``dict.update``, atomic for other threads), so
+        a recall beside a compression commit never sees a node between its old text's removal
+        and its new text's insertion, as the in-memory store's one update did (nothing is put
+        in place when the block raises)."""
+        staged: dict[str, tuple[Any, ...]] = {}
+        self._staged = staged
+        try:
+            yield
+        finally:
+            self._staged = None
+        nodes = self.nodes
+        nodes.update({nid: row for nid, row in staged.items() if row is not _EMPTY})
+        for nid, row in staged.items():
+            if row is _EMPTY:
+                nodes.pop(nid, None)
 
     def take(self, lines: bytes) -> None:
         """Add the triples of N-Triples ``lines`` (text predicates only)."""
@@ -162,27 +184,25 @@ class TextTable:
             self.add(ox.parse(lines, format=ox.RdfFormat.N_TRIPLES))
 
     def add(self, triples: Iterable[ox.Triple]) -> None:
-        nodes = self.nodes
         for t in triples:
             nid, slot = self._key(t)
             if nid is None:
                 continue
-            row = nodes.get(nid, _EMPTY)
+            row = self._row(nid)
             held = values(row[slot])
             value = value_of(t.object)
             if slot == KEYWORD and type(value) is str:
                 value = sys.intern(value)  # one copy of a keyword many nodes carry
             if any(_same(value, h) for h in held):
                 continue
-            nodes[nid] = (*row[:slot], _pack((*held, value)), *row[slot + 1:])
+            self._put(nid, (*row[:slot], _pack((*held, value)), *row[slot + 1:]))
 
     def remove(self, triples: Iterable[ox.Triple]) -> None:
-        nodes = self.nodes
         for t in triples:
             nid, slot = self._key(t)
-            if nid is None or nid not in nodes:
+            if nid is None:
                 continue
-            row = nodes[nid]
+            row = self._row(nid)
             held = values(row[slot])
             value = value_of(t.object)
             kept = tuple(h for h in held if not _same(value, h))
@@ -192,19 +212,28 @@ class TextTable:
 
     def drop_texts(self, ids: Iterable[str]) -> None:
         """``delete_node_text(s)``: the nodes' content, phrase and keywords go."""
-        nodes = self.nodes
         for nid in ids:
-            row = nodes.get(nid)
-            if row is not None:
+            row = self._row(nid)
+            if row is not _EMPTY:
                 self._put(nid, (None, None, None, *row[KEYWORD + 1:]))
 
     def forget(self, ids: Iterable[str]) -> None:
         """``forget_node(s)``: every triple of the nodes goes."""
         for nid in ids:
-            self.nodes.pop(nid, None)
+            self._put(nid, _EMPTY)
+
+    def _row(self, nid: str) -> tuple[Any, ...]:
+        staged = self._staged
+        if staged is not None and nid in staged:
+            return staged[nid]
+        return self.nodes.get(nid, _EMPTY)
 
     def _put(self, nid: str, row: tuple[Any, ...]) -> None:
         if row == _EMPTY:
+            row = _EMPTY
+        if self._staged is not None:
+            self._staged[nid] = row
+        elif row is _EMPTY:
             self.nodes.pop(nid, None)
         else:
             self.nodes[nid] = row
