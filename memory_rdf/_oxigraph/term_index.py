@@ -486,6 +486,16 @@ class TermIndexes:
                 return read(fresh)
 
 
+def commit_generation(store: object) -> int | None:
+    """The commit generation of ``store`` (an :class:`AgentStore`: its
+    :attr:`TermIndexes.generation`, moved by every commit and by every change made outside
+    one), or None for another kind of store (an endpoint: nothing read of it may be kept).
+    What was read of the store at a generation is what it holds as long as the generation
+    is the same: a value read after reading the generation may be kept under it."""
+    terms = getattr(store, "terms", None)
+    return terms.generation if isinstance(terms, TermIndexes) else None
+
+
 def read_index(store: object, read: Callable[[TermIndex], T], *, derive: bool = True) -> T | None:
     """``read(index)`` on the current term index of ``store`` (an :class:`AgentStore`), or None
     when it has none (another kind of store, the index turned off; not built yet, with

@@ -1,0 +1,104 @@
+"""What a recall keeps of the store between recalls (issue 38): the focus and the pinned nodes
+are read once per commit generation of an embedded store, and read afresh after every kind
+of commit (remember, pin and unpin, forget, a compression scan); an endpoint store is read
+each time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memory_rdf import Config, MemoryManager
+
+from helpers import remember
+
+SEED_QUERIES = ("# focus_nodes", "# pinned_nodes")
+
+
+def _seed_reads(mem: MemoryManager) -> list[str]:
+    """The names of the seed queries (``focus_nodes``, ``pinned_nodes``) run from now on."""
+    store = mem.store
+    asked: list[str] = []
+    real = store.rows
+
+    def rows(query: str) -> Any:
+        if query.startswith(SEED_QUERIES):
+            asked.append(query.split(" ", 2)[1])
+        return real(query)
+
+    store.rows = rows  # type: ignore[method-assign]
+    return asked
+
+
+def _id(mem: MemoryManager, word: str) -> str:
+    """The id of the one memory whose content holds ``word``."""
+    (found,) = [str(m["id"]) for m in mem.memories(limit=None) if word in str(m["content"])]
+    return found
+
+
+def _seeds(mem: MemoryManager) -> list[str]:
+    """The nodes a focus-only recall starts from (focus newest first, then pinned)."""
+    return [s.node for s in mem._seeder.seeds([], "focus").seeds]
+
+
+def _recall(mem: MemoryManager, asked: list[str], word: str, depth: int = 0) -> str:
+    """A focus-only recall of ``word``; the recall right after it reads no seed again."""
+    text = mem.recall([word], entry="focus", depth=depth)
+    again = len(asked)
+    assert mem.recall([word], entry="focus", depth=depth) == text
+    assert len(asked) == again
+    return text
+
+
+def test_the_focus_and_the_pins_are_read_again_after_each_kind_of_commit(
+    make_manager,
+) -> None:
+    mem = make_manager(config=Config(auto_compress=False, focus_limit=1))
+    remember(mem, "the harbour office opens at nine")
+    remember(mem, "the ferry to the island leaves at ten")
+    ferry, harbour = _id(mem, "ferry"), _id(mem, "harbour")
+    asked = _seed_reads(mem)
+    assert "ferry" in _recall(mem, asked, "ferry")
+    assert "harbour" not in _recall(mem, asked, "harbour")
+    assert sorted(asked) == ["focus_nodes", "pinned_nodes"]  # once for all four recalls
+
+    # remember: a new focus (a kept focus would still start from the ferry)
+    remember(mem, "the museum is closed on mondays")
+    asked.clear()
+    assert "museum" in _recall(mem, asked, "museum")
+    assert "ferry" not in _recall(mem, asked, "ferry")
+    assert sorted(asked) == ["focus_nodes", "pinned_nodes"]
+
+    # pin and unpin: the harbour memory is a seed, then no longer
+    assert mem.pin([harbour]) == 1
+    assert "harbour" in _recall(mem, asked, "harbour")
+    assert mem.unpin([harbour]) == 1
+    assert "harbour" not in _recall(mem, asked, "harbour")
+
+    # forget: the forgotten focus node is no seed any more
+    museum = _id(mem, "museum")
+    assert _seeds(mem) == [museum] == mem.stats()["focus"]
+    assert mem.pin([ferry]) == 1
+    assert _seeds(mem) == [museum, ferry]
+    assert mem.forget([museum]) == 1
+    assert _seeds(mem) == [ferry]
+    assert "museum" not in _recall(mem, asked, "museum", depth=3)
+    assert "ferry" in _recall(mem, asked, "ferry")
+
+    # a compression scan commits too (it changes neither list): read again
+    mem.run_compression_slice(timeout=60)
+    asked.clear()
+    seeds = _seeds(mem)
+    assert sorted(asked) == ["focus_nodes", "pinned_nodes"]
+    assert seeds == [*mem.stats()["focus"], ferry]
+
+
+@pytest.mark.parametrize("backend", ["endpoint"], indirect=True)
+def test_an_endpoint_store_is_read_at_every_recall(make_manager) -> None:
+    mem = make_manager()
+    remember(mem, "the harbour office opens at nine")
+    asked = _seed_reads(mem)
+    for _ in range(2):
+        assert "harbour" in mem.recall(["harbour"], entry="focus", depth=0)
+    assert sorted(asked) == ["focus_nodes", "focus_nodes", "pinned_nodes", "pinned_nodes"]
