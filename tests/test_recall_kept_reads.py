@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from memory_rdf import Config, MemoryManager
+from memory_rdf._oxigraph import AgentStore
 
 from helpers import remember
 
@@ -102,3 +103,21 @@ def test_an_endpoint_store_is_read_at_every_recall(make_manager) -> None:
     for _ in range(2):
         assert "harbour" in mem.recall(["harbour"], entry="focus", depth=0)
     assert sorted(asked) == ["focus_nodes", "focus_nodes", "pinned_nodes", "pinned_nodes"]
+
+
+def test_a_link_graph_that_comes_with_a_commit_is_walked_at_once(make_manager) -> None:
+    """The read mirror's link graphs (one a relation) are kept a commit generation: the
+    first link of a relation, written after a recall of that relation, is walked by the
+    next recall (a kept list would not have its graph)."""
+    mem = make_manager(config=Config(auto_compress=False, focus_limit=1, read_mirror=True))
+    store = mem.store
+    assert isinstance(store, AgentStore) and store.wait_mirror(60), store.mirror_state
+    remember(mem, "the harbour office opens at nine")
+    assert "kiwi" not in mem.recall(["kiwi"], relations=["上文"], depth=1, entry="focus")
+    assert not any("%E4%B8%8A%E6%96%87" in g for g in store.mirror_graphs() or [])
+    # two segments: the second (the focus) links to the first by 上文, a graph of its own
+    remember(mem, "the kiwi stall is by the gate | it sells juice too")
+    assert mem.stats()["focus"] == [_id(mem, "juice")]
+    assert any("%E4%B8%8A%E6%96%87" in g for g in store.mirror_graphs() or [])
+    assert "kiwi stall" in mem.recall(["kiwi"], relations=["上文"], depth=1, entry="focus")
+    assert "kiwi stall" not in mem.recall(["kiwi"], relations=["下文"], depth=1, entry="focus")
