@@ -30,6 +30,7 @@ from memory_rdf._oxigraph import (
     triple,
 )
 from memory_rdf._oxigraph.link_index import graph_link
+from memory_rdf._oxigraph.term_index import commit_generation
 
 
 class _Strengths(dict[str, float]):
@@ -171,6 +172,8 @@ class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
         self._threshold = lit(float(threshold))
+        #: (commit generation, the read mirror's named graphs then): :meth:`_mirror_graphs`.
+        self._graphs: tuple[int, tuple[str, ...]] | None = None
 
     def add(self, batch: WriteBatch, links: Sequence[LinkData]) -> None:
         batch.insert(t for link in links for t in link_triples(link))
@@ -214,10 +217,24 @@ class LinkStore:
         relations (None: any), for a ``mirror_*.rq`` query's ``FROM NAMED``; None when no read
         mirror serves reads (an endpoint has none)."""
         local = self._store.local
-        graphs = None if local is None else local.mirror_graphs()
-        if graphs is None:
+        if local is None:
             return None
-        return _link_graphs(tuple(graphs), lost, None if relations is None else tuple(relations))
+        # A graph comes with the first link of its kind, in a commit: the list read at a commit
+        # generation is kept while it lasts (a walk level asks; issue 38). A mirror built again
+        # meanwhile holds the same graphs (or fewer, the emptied ones: they give no rows).
+        generation, kept = commit_generation(local), self._graphs
+        if generation is not None and kept is not None and kept[0] == generation:
+            if not local.mirrored:
+                return None
+            graphs: tuple[str, ...] = kept[1]
+        else:
+            read = local.mirror_graphs()
+            if read is None:
+                return None
+            graphs = tuple(read)
+            if generation is not None:
+                self._graphs = (generation, graphs)
+        return _link_graphs(graphs, lost, None if relations is None else tuple(relations))
 
     def replies(
         self, sources: Sequence[str], relations: Sequence[str] | None

@@ -223,12 +223,12 @@ def entry_fields(content: str, said_at: datetime | None, created_at: datetime) -
     time, ISO 8601) and ``created_at`` (ISO 8601)."""
     created = as_utc(created_at) if isinstance(created_at, datetime) else None
     said = as_utc(said_at) if isinstance(said_at, datetime) else created
-    return {
-        "content": content,
-        "date": said.date().isoformat() if said is not None else "",
-        "said_at": said.isoformat() if said is not None else "",
-        "created_at": created.isoformat() if created is not None else "",
-    }
+    # each time written once (a said time not known is the creation time); the date is the
+    # ISO form's first ten characters (years are written with four digits)
+    created_iso = created.isoformat() if created is not None else ""
+    said_iso = created_iso if said is created or said is None else said.isoformat()
+    return {"content": content, "date": said_iso[:10], "said_at": said_iso,
+            "created_at": created_iso}
 
 
 _TARGET = operator.itemgetter(0)

@@ -55,7 +55,9 @@ WORD_CHAR = rf"[^\W_{HAN}]"
 _WORD_CHAR_RE = re.compile(WORD_CHAR)
 # Han runs go to jieba; other words: letters/digits joined by . - _ ' + (v2.0, 2026-12-15,
 # node.js, user_id, don't), optionally ending in ++ or # (c++, c#).
-_SCAN_RE = re.compile(rf"([{HAN}]+)|({WORD_CHAR}+(?:[.\-_'+]{WORD_CHAR}+)*(?:\+\+|#)?)")
+_LATIN_WORD = rf"{WORD_CHAR}+(?:[.\-_'+]{WORD_CHAR}+)*(?:\+\+|#)?"
+_SCAN_RE = re.compile(rf"([{HAN}]+)|({_LATIN_WORD})")
+_LATIN_WORD_RE = re.compile(_LATIN_WORD)
 
 
 def word_set(words: str) -> frozenset[str]:
@@ -299,8 +301,9 @@ def is_cjk_text(text: str) -> bool:
     han = len(_HAN_RE.findall(text))
     if han == 0:
         return False
-    words = sum(1 for m in _SCAN_RE.finditer(text) if m.group(2) is not None)
-    return han >= words
+    # the words _SCAN_RE finds beside Han runs (neither kind of match holds the other's
+    # characters, so scanning for the words alone finds the same ones; ~2x faster)
+    return han >= len(_LATIN_WORD_RE.findall(text))
 
 
 #: What one Han character counts in :func:`text_units`: about what two Latin letters say (the

@@ -317,3 +317,35 @@ def test_mcp_recall_is_dated_and_finds_old_memories(tmp_path: Path) -> None:
             assert json.loads((await client.call_tool("stats", {})).content[0].text)["nodes"]
 
     anyio.run(main)
+
+
+def test_an_entrys_language_and_dates_are_what_their_definitions_say() -> None:
+    """The recall's per-entry helpers, written for speed (issue 38), against their plain
+    definitions: mostly Han text = at least as many Han characters as the other words the
+    scanner finds (SPEC §5.4 v3); the date is the said (else created) time's UTC day."""
+    import random
+    from datetime import timedelta, timezone
+
+    from memory_rdf._search import entry_fields
+    from memory_rdf._text import _HAN_RE, _SCAN_RE, is_cjk_text
+
+    def by_definition(text: str) -> bool:
+        han = len(_HAN_RE.findall(text))
+        words = sum(1 for m in _SCAN_RE.finditer(text) if m.group(2) is not None)
+        return han > 0 and han >= words
+
+    alphabet = [*"登录数据库的是", *"abXZ09", *".-_'+# ，。：?", "é", "İ", "ｓ", "\u0301", "𠀀",
+                "豈", "ア", "한"]
+    rnd = random.Random(3)
+    texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 24)))
+             for _ in range(20_000)]
+    assert [is_cjk_text(t) for t in texts] == [by_definition(t) for t in texts]
+    assert any(is_cjk_text(t) for t in texts) and not all(is_cjk_text(t) for t in texts)
+
+    east = timezone(timedelta(hours=9))
+    said, created = datetime(2024, 5, 1, 8, 30, tzinfo=east), datetime(999, 12, 31, 23, 0)
+    assert entry_fields("c", said, created) == {
+        "content": "c", "date": "2024-04-30", "said_at": "2024-04-30T23:30:00+00:00",
+        "created_at": "0999-12-31T23:00:00+00:00"}
+    assert entry_fields("c", None, created)["date"] == "0999-12-31"
+    assert entry_fields("c", None, created)["said_at"] == "0999-12-31T23:00:00+00:00"

@@ -25,6 +25,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache, lru_cache
+from itertools import chain
 from typing import TYPE_CHECKING, TypeVar
 
 import pyoxigraph as ox
@@ -42,6 +43,9 @@ T = TypeVar("T")
 
 #: Switch for measuring (benchmarks): False makes every keyword entry take the SPARQL path.
 ENABLED = True
+#: Most nodes (over all terms) :meth:`TermIndex.descending` keeps in order: 8 bytes each,
+#: ~0.5 MB at most.
+DESCENDING_KEPT = 65_536
 
 _TERM = ox.NamedNode(V.MEMORY + "term")
 _TERM_COUNT = ox.NamedNode(V.MEMORY + "termCount")
@@ -139,7 +143,8 @@ class TermIndex:
     nodes cannot hold a needle (:meth:`may_hold`), and which nodes have a text that does not
     fold alike (:attr:`unfolded`, :attr:`marked`)."""
 
-    __slots__ = ("generation", "lengths", "marked", "postings", "terms_of", "texts", "unfolded")
+    __slots__ = ("_descending", "generation", "lengths", "marked", "postings", "terms_of",
+                 "texts", "unfolded")
 
     def __init__(self, generation: int) -> None:
         self.generation = generation
@@ -161,6 +166,9 @@ class TermIndex:
         #: needle that holds punctuation. Supersets too: a text deleted leaves its node.
         self.unfolded: set[str] = set()
         self.marked: set[str] = set()
+        #: term → its nodes, IRIs in descending order (:meth:`descending`): kept for the
+        #: terms the keyword entry cut by IRI, dropped when the term's postings change.
+        self._descending: dict[str, list[str]] = {}
 
     def may_hold(self, nodes: Sequence[str], needles: Sequence[str]) -> list[str]:
         """Those of ``nodes`` (IRIs) one of whose texts, lower-cased and folded
@@ -186,6 +194,8 @@ class TermIndex:
         # One string object per node and per term, however many postings name it (a quad's
         # value is a new string each time: without this the index took ~2.9 kB a node).
         node, term = sys.intern(node), sys.intern(term)
+        if self._descending:
+            self._descending.pop(term, None)
         nodes = self.postings.get(term)
         if nodes is None:
             self.postings[term] = node
@@ -203,6 +213,8 @@ class TermIndex:
         nodes = self.postings.get(term)
         if nodes is None:
             return
+        if self._descending:
+            self._descending.pop(term, None)
         if isinstance(nodes, str):
             if nodes != node:
                 return
@@ -250,6 +262,38 @@ class TermIndex:
             return []
         return [n for n in nodes if n in unfolded or (marked is not None and n in marked)]
 
+    def descending(self, term: str) -> list[str]:
+        """The nodes carrying ``term``, IRIs in descending order; kept until its postings
+        change (at most :data:`DESCENDING_KEPT` nodes in all: when full, the kept lists go)."""
+        kept = self._descending.get(term)
+        if kept is None:
+            held = self.postings.get(term, ())
+            kept = [held] if isinstance(held, str) else sorted(held, reverse=True)
+            if sum(map(len, self._descending.values())) + len(kept) > DESCENDING_KEPT:
+                self._descending.clear()
+            self._descending[term] = kept
+        return kept
+
+    def largest(self, groups: Sequence[tuple[tuple[int, ...], set[str]]],
+                entries: Sequence[tuple[str, float]], count: int) -> list[str]:
+        """The ``count`` largest IRIs of the nodes of ``groups`` (``(carried, members)``:
+        nodes carrying the ``entries`` numbered in ``carried``), descending: one group that
+        holds at least a quarter of one of its terms' nodes is read in that term's kept
+        order (:meth:`descending`: ~3 µs instead of ~60 for 850 nodes, issue 38); else
+        ``heapq.nlargest``. The same IRIs either way (a node is in one group only)."""
+        if len(groups) == 1:
+            carried, members = groups[0]
+            term = min((entries[i][0] for i in carried), key=self.df)
+            if 4 * len(members) >= self.df(term):
+                out: list[str] = []
+                for node in self.descending(term):
+                    if node in members:
+                        out.append(node)
+                        if len(out) == count:
+                            break
+                return out
+        return heapq.nlargest(count, chain.from_iterable(m for _, m in groups))
+
     def df(self, term: str) -> int:
         nodes = self.postings.get(term)
         return 0 if nodes is None else 1 if isinstance(nodes, str) else len(nodes)
@@ -283,21 +327,22 @@ class TermIndex:
             if rest:
                 split.append(((i,), rest))
             groups = split
-        levels: dict[float, list[str]] = {}
+        levels: dict[float, list[tuple[tuple[int, ...], set[str]]]] = {}
         for carried, members in groups:
             w: float = 0
             for i in carried:
                 w = w + entries[i][1]
-            levels.setdefault(w, []).extend(members)
+            levels.setdefault(w, []).append((carried, members))
         # The candidates: the largest weights, ties by IRI descending; only the last level
         # taken needs its IRIs ordered.
         best: list[tuple[str, float]] = []
         for w in sorted(levels, reverse=True):
-            level = levels[w]
-            if len(best) + len(level) > candidates:
-                level = heapq.nlargest(candidates - len(best), level)
+            parts = levels[w]
+            room = candidates - len(best)
+            if sum(len(m) for _, m in parts) > room:
+                level = self.largest(parts, entries, room)
             else:
-                level.sort(reverse=True)
+                level = sorted(chain.from_iterable(m for _, m in parts), reverse=True)
             best += [(node, w) for node in level]
             if len(best) >= candidates:
                 break
@@ -484,6 +529,16 @@ class TermIndexes:
                     return None
                 self.index = fresh
                 return read(fresh)
+
+
+def commit_generation(store: object) -> int | None:
+    """The commit generation of ``store`` (an :class:`AgentStore`: its
+    :attr:`TermIndexes.generation`, moved by every commit and by every change made outside
+    one), or None for another kind of store (an endpoint: nothing read of it may be kept).
+    What was read of the store at a generation is what it holds as long as the generation
+    is the same: a value read after reading the generation may be kept under it."""
+    terms = getattr(store, "terms", None)
+    return terms.generation if isinstance(terms, TermIndexes) else None
 
 
 def read_index(store: object, read: Callable[[TermIndex], T], *, derive: bool = True) -> T | None:
