@@ -478,8 +478,7 @@ class AgentStore(MemoryStore):
         """Load an N-Quads file with Oxigraph's bulk loader (not atomic: for fresh stores)."""
         self.store  # noqa: B018 - opened first if parked (opening starts a mirror: stopped here)
         self._stop_mirror()  # the load bypasses commit(): the mirror is built again after it
-        self.terms.stale()
-
+        self.terms.stale()  # before and after it: what a recall read meanwhile is not kept
         def load() -> None:
             with _storage_errors(f"cannot bulk-load {path} into {self.path}"):
                 self.store.bulk_load(path=str(path), format=ox.RdfFormat.N_QUADS)
@@ -487,6 +486,7 @@ class AgentStore(MemoryStore):
         try:
             self.owner.run(load)
         finally:
+            self.terms.stale()
             self._start_mirror()
 
     # -- internal queries ----------------------------------------------------------------------
