@@ -61,9 +61,12 @@ class Wrapped:
 
 
 def marker_batch(text: str) -> tuple[WriteBatch, str]:
-    """A commit of one content triple, and the ASK that finds it."""
+    """A commit of one content triple (which the mirror's text table takes) and one the
+    mirror's store takes (an original length), and the ASK that finds the first."""
     batch = WriteBatch()
-    batch.insert([triple(iri_ref(V.NODE + "f00d"), V.CONTENT, lit(text))])
+    node = iri_ref(V.NODE + "f00d")
+    batch.insert([triple(node, V.CONTENT, lit(text)),
+                  triple(node, V.m("originalLength"), lit(len(text)))])
     return batch, f"ASK {{ ?n memory:content {lit(text)} }}"
 
 def test_every_kind_of_write_lands_on_both_stores(
