@@ -184,20 +184,14 @@ class TextTable:
             self.add(ox.parse(lines, format=ox.RdfFormat.N_TRIPLES))
 
     def add(self, triples: Iterable[ox.Triple]) -> None:
-        for t in triples:
-            nid, slot = self._key(t)
-            if nid is None:
-                continue
-            row = self._row(nid)
-            held = values(row[slot])
-            value = value_of(t.object)
-            if slot == KEYWORD and type(value) is str:
-                value = sys.intern(value)  # one copy of a keyword many nodes carry
-            if any(_same(value, h) for h in held):
-                continue
-            self._put(nid, (*row[:slot], _pack((*held, value)), *row[slot + 1:]))
+        self._change(triples, adding=True)
 
     def remove(self, triples: Iterable[ox.Triple]) -> None:
+        self._change(triples, adding=False)
+
+    def _change(self, triples: Iterable[ox.Triple], adding: bool) -> None:
+        """Insert (``adding``) or delete each triple's value in its node's slot: a set, as
+        RDF's (inserting a value held, or deleting one not held, changes nothing)."""
         for t in triples:
             nid, slot = self._key(t)
             if nid is None:
@@ -205,10 +199,18 @@ class TextTable:
             row = self._row(nid)
             held = values(row[slot])
             value = value_of(t.object)
-            kept = tuple(h for h in held if not _same(value, h))
-            if len(kept) == len(held):
+            others = tuple(h for h in held if not _same(value, h))
+            if adding:
+                if len(others) < len(held):
+                    continue
+                if slot == KEYWORD and type(value) is str:
+                    value = sys.intern(value)  # one copy of a keyword many nodes carry
+                changed = (*held, value)
+            elif len(others) == len(held):
                 continue
-            self._put(nid, (*row[:slot], _pack(kept), *row[slot + 1:]))
+            else:
+                changed = others
+            self._put(nid, (*row[:slot], _pack(changed), *row[slot + 1:]))
 
     def drop_texts(self, ids: Iterable[str]) -> None:
         """``delete_node_text(s)``: the nodes' content, phrase and keywords go."""
