@@ -10,12 +10,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from memory_rdf import _vocab as V
 from memory_rdf._nodes import chunks
 from memory_rdf._oxigraph import (
+    AgentStore,
     MemoryStore,
     Row,
     Term,
@@ -30,7 +31,7 @@ from memory_rdf._oxigraph import (
     triple,
 )
 from memory_rdf._oxigraph.link_index import graph_link
-from memory_rdf._oxigraph.term_index import commit_generation
+from memory_rdf._oxigraph.term_index import KeptReads
 
 
 class _Strengths(dict[str, float]):
@@ -121,6 +122,12 @@ def _graph(iri: str) -> tuple[bool, str | None]:
     return found
 
 
+def _graph_names(local: AgentStore) -> tuple[str, ...] | None:
+    """The read mirror's named graphs; None when no mirror serves reads."""
+    graphs = local.mirror_graphs()
+    return None if graphs is None else tuple(graphs)
+
+
 @lru_cache(maxsize=256)
 def _link_graphs(graphs: tuple[str, ...], lost: bool,
                  relations: tuple[str, ...] | None) -> tuple[Term, ...]:
@@ -172,8 +179,8 @@ class LinkStore:
     def __init__(self, store: MemoryStore, threshold: float) -> None:
         self._store = store
         self._threshold = lit(float(threshold))
-        #: (commit generation, the read mirror's named graphs then): :meth:`_mirror_graphs`.
-        self._graphs: tuple[int, tuple[str, ...]] | None = None
+        #: the read mirror's named graphs, kept until the next commit: :meth:`_mirror_graphs`
+        self._kept = KeptReads()
 
     def add(self, batch: WriteBatch, links: Sequence[LinkData]) -> None:
         batch.insert(t for link in links for t in link_triples(link))
@@ -222,18 +229,9 @@ class LinkStore:
         # A graph comes with the first link of its kind, in a commit: the list read at a commit
         # generation is kept while it lasts (a walk level asks; issue 38). A mirror built again
         # meanwhile holds the same graphs (or fewer, the emptied ones: they give no rows).
-        generation, kept = commit_generation(local), self._graphs
-        if generation is not None and kept is not None and kept[0] == generation:
-            if not local.mirrored:
-                return None
-            graphs: tuple[str, ...] = kept[1]
-        else:
-            read = local.mirror_graphs()
-            if read is None:
-                return None
-            graphs = tuple(read)
-            if generation is not None:
-                self._graphs = (generation, graphs)
+        graphs = self._kept.get(local, "graphs", partial(_graph_names, local))
+        if graphs is None or not local.mirrored:
+            return None
         return _link_graphs(graphs, lost, None if relations is None else tuple(relations))
 
     def replies(

@@ -14,7 +14,7 @@ from memory_rdf._config import Config
 from memory_rdf._focus import FocusManager
 from memory_rdf._journal import Metadata
 from memory_rdf._nodes import NodeStore
-from memory_rdf._oxigraph.term_index import commit_generation
+from memory_rdf._oxigraph.term_index import KeptReads
 from memory_rdf._search import Searcher, Seed, fuse
 from memory_rdf._vectors import Vectors
 
@@ -51,23 +51,15 @@ class Seeder:
     ) -> None:
         self.config, self.focus, self.nodes = config, focus, nodes
         self.searcher, self.metadata, self.vectors = searcher, metadata, vectors
-        #: "focus" / "pinned" → (commit generation, the ids read at it): :meth:`_kept`.
-        self._read: dict[str, tuple[int, tuple[str, ...]]] = {}
+        #: the focus and the pinned nodes, kept between recalls until the next commit (two
+        #: queries a recall less, issue 38; an endpoint store is read each time)
+        self._kept = KeptReads()
 
-    def _kept(self, what: str, read: Callable[[], list[str]]) -> tuple[str, ...]:
-        """``read()`` (the focus, or the pinned nodes), kept while the store's commit
-        generation (:func:`commit_generation`) stays the same: every commit moves it (a
-        remember's new focus, a pin or unpin, a forget, a compression scan), and so does any
-        change made outside one. Two queries a recall less (issue 38); an endpoint store has
-        no generation: read each time."""
-        generation = commit_generation(self.nodes._store)  # before the read: never newer
-        kept = self._read.get(what)
-        if generation is not None and kept is not None and kept[0] == generation:
-            return kept[1]
-        value = tuple(read())
-        if generation is not None:
-            self._read[what] = (generation, value)
-        return value
+    def _focus(self) -> tuple[str, ...]:
+        return tuple(self.focus.ids())
+
+    def _pinned(self) -> tuple[str, ...]:
+        return tuple(self.nodes.pinned())
 
     def seeds(self, keywords: list[str], entry: str, qvec: Any = None) -> Seeds:
         """Seed the walk (SPEC §5.4 step 2, §5.5, §5.7); ``keywords``: the significant ones.
@@ -96,11 +88,12 @@ class Seeder:
             entry = "both"  # the embedder failed: the lexical entries answer (logged once)
         seeds: list[Seed] = []
         if entry in ("focus", "both"):
-            seeds = [Seed(nid, 1.0, rank)
-                     for rank, nid in enumerate(self._kept("focus", self.focus.ids))]
+            focus = self._kept.get(self.nodes._store, "focus", self._focus)
+            seeds = [Seed(nid, 1.0, rank) for rank, nid in enumerate(focus)]
         # Pinned nodes seed every recall at 1.0, ranked after the focus (SPEC §5.4 v3).
         seeded = {s.node for s in seeds}
-        pinned = [nid for nid in self._kept("pinned", self.nodes.pinned) if nid not in seeded]
+        pinned = [nid for nid in self._kept.get(self.nodes._store, "pinned", self._pinned)
+                  if nid not in seeded]
         seeds += [Seed(nid, 1.0, len(seeds) + i) for i, nid in enumerate(pinned)]
         lexical: list[Seed] = []
         if entry in ("keywords", "both") and self.config.keyword_index:

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache, lru_cache
 from itertools import chain
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pyoxigraph as ox
 
@@ -539,6 +539,29 @@ def commit_generation(store: object) -> int | None:
     is the same: a value read after reading the generation may be kept under it."""
     terms = getattr(store, "terms", None)
     return terms.generation if isinstance(terms, TermIndexes) else None
+
+
+class KeptReads:
+    """Values read of a store, each kept while the store's :func:`commit_generation` stays
+    the same (the focus and pinned nodes of recall's seeds, the read mirror's link graphs):
+    the generation is read before the value, so a kept value is never older than the
+    generation it is kept under. A store without a generation (an endpoint) is read each time;
+    a read that gives None (nothing to read now) is not kept."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[int, Any]] = {}
+
+    def get(self, store: object, what: str, read: Callable[[], T]) -> T:
+        generation = commit_generation(store)
+        kept = self._kept.get(what)
+        if generation is not None and kept is not None and kept[0] == generation:
+            return cast(T, kept[1])
+        value = read()
+        if generation is not None and value is not None:
+            self._kept[what] = (generation, value)
+        return value
 
 
 def read_index(store: object, read: Callable[[TermIndex], T], *, derive: bool = True) -> T | None:
